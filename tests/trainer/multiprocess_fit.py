@@ -1,0 +1,47 @@
+"""Run under ``accelerate launch --cpu --num_processes 2`` by ``test_multiprocess.py``.
+
+Reads the model and data the test saved, then on every rank: evaluates the model, fits it with a
+hook that stops at epoch 2, and writes what this rank saw to ``<out>/rank<r>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from trainer_helpers import StopAt, residual_mlp
+
+import trainer
+
+
+def main(inputs: Path, out: Path) -> None:
+    saved = torch.load(inputs, weights_only=True)
+    model = residual_mlp(8, 16, 3)
+    model.load_state_dict(saved["model"])
+    train = trainer.TensorData(saved["train_x"], saved["train_y"])
+    val = trainer.TensorData(saved["val_x"], saved["val_y"])
+    task = trainer.Classification(3)
+    config = trainer.TrainConfig(epochs=5, batch_size=10, cpu=True)
+
+    evaluated = trainer.evaluate(model, val, task, config)
+    hook = StopAt(2)
+    result = trainer.fit(model, train, val, task, config, hooks=[hook])
+
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    report = {
+        "world": torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1,
+        "evaluate": evaluated,
+        "epochs_run": result.epochs_run,
+        "stopped_epoch": result.stopped_epoch,
+        "epochs_in_history": [h["epoch"] for h in result.history],
+        "hook_calls": hook.calls,
+        "effective_batch_size": result.effective_batch_size,
+        "weights": [p.detach().double().sum().item() for p in model.parameters()],
+    }
+    (out / f"rank{rank}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

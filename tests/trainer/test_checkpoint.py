@@ -1,0 +1,91 @@
+"""Checkpoints: exact resume, rotation, and damaged files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_helpers import StopAt, blobs, residual_mlp, same_weights
+
+import trainer
+
+TASK = trainer.Classification(3)
+
+
+def _model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return residual_mlp(8, 32, 3, blocks=2, dropout=0.2)  # dropout: resume must restore the RNG too
+
+
+def _config(tmp_path: Path | None, **changes) -> trainer.TrainConfig:
+    config = trainer.TrainConfig(epochs=4, batch_size=16, lr=3e-3, warmup_fraction=0.25)
+    return config.replace(checkpoint_dir=tmp_path, **changes)
+
+
+def _fit(model, config, **kwargs) -> trainer.FitResult:
+    return trainer.fit(model, blobs(160), blobs(48, seed=1), TASK, config, **kwargs)
+
+
+def test_resume_after_a_stop_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    uninterrupted = _model(0)
+    _fit(uninterrupted, _config(None))
+
+    first = _fit(_model(0), _config(tmp_path), hooks=[StopAt(2)])
+    assert first.epochs_run == 2
+    resumed_model = _model(123)  # the checkpoint, not the initialisation, must decide the weights
+    resumed = _fit(resumed_model, _config(tmp_path))
+    assert resumed.resumed_from_epoch == 2
+    assert [h["epoch"] for h in resumed.history] == [3, 4]
+    assert same_weights(resumed_model, uninterrupted)
+
+
+def test_keeps_the_last_epochs_and_the_best(tmp_path: Path) -> None:
+    result = _fit(_model(0), _config(tmp_path, keep_last=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0003.pt", "epoch-0004.pt"]
+    best = trainer.load_checkpoint(tmp_path / "best.pt")
+    assert best["epoch"] == result.best_epoch
+    assert best["val_loss"] == pytest.approx(result.best_val_loss)
+    assert result.best_checkpoint == tmp_path / "best.pt"
+    state = torch.load(tmp_path / "epoch-0004.pt", weights_only=True)
+    assert {"model", "optimizer", "scheduler", "rng", "epoch", "global_step", "config"} <= set(state)
+    assert state["config"]["lr"] == 3e-3 and state["global_step"] == 4 * 10
+
+
+def test_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path: Path) -> None:
+    _fit(_model(0), _config(tmp_path, epochs=3))
+    newest = tmp_path / "epoch-0003.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    with pytest.raises(trainer.CheckpointError, match="truncated"):
+        trainer.load_checkpoint(newest)
+    with pytest.warns(RuntimeWarning, match="epoch-0003.pt"):
+        result = _fit(_model(0), _config(tmp_path))
+    assert result.resumed_from_epoch == 2
+    assert [h["epoch"] for h in result.history] == [3, 4]
+
+
+def test_only_damaged_checkpoints_mean_a_fresh_start(tmp_path: Path) -> None:
+    _fit(_model(0), _config(tmp_path, epochs=2, keep_last=1))
+    (tmp_path / "epoch-0002.pt").write_bytes(b"not a checkpoint")
+    with pytest.warns(RuntimeWarning, match="skipping checkpoint"):
+        result = _fit(_model(0), _config(tmp_path, epochs=1))
+    assert result.resumed_from_epoch == 0 and result.epochs_run == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0001.pt"]
+
+
+def test_resume_false_starts_over(tmp_path: Path) -> None:
+    _fit(_model(0), _config(tmp_path, epochs=2))
+    result = _fit(_model(0), _config(tmp_path, epochs=1, resume=False))
+    assert result.resumed_from_epoch == 0
+    assert trainer.load_checkpoint(tmp_path / "best.pt")["epoch"] == 1
+
+
+def test_load_model_weights_restores_the_trained_model(tmp_path: Path) -> None:
+    trained = _model(0)
+    _fit(trained, _config(tmp_path, epochs=1))
+    restored = trainer.load_model_weights(_model(1), tmp_path / "epoch-0001.pt")
+    assert same_weights(restored, trained)
+    with pytest.raises(trainer.CheckpointError, match="does not match"):
+        trainer.load_model_weights(residual_mlp(8, 16, 3), tmp_path / "epoch-0001.pt")
+    with pytest.raises(trainer.CheckpointError, match="no checkpoint"):
+        trainer.load_checkpoint(tmp_path / "missing.pt")

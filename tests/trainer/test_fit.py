@@ -1,0 +1,145 @@
+"""End-to-end behaviour of ``trainer.fit`` on CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch import Tensor, nn
+from trainer_helpers import ListSink, StopAt, blobs, residual_mlp
+
+import trainer
+
+
+def _digits() -> tuple[trainer.TensorData, trainer.TensorData]:
+    x, y = load_digits(return_X_y=True)
+    x_train, x_val, y_train, y_val = train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
+    mean, std = x_train.mean(axis=0), x_train.std(axis=0)
+    std[std == 0] = 1.0  # border pixels that are always blank in the training split
+
+    def rows(a):
+        return torch.tensor((a - mean) / std, dtype=torch.float32)
+
+    return (
+        trainer.TensorData(rows(x_train), torch.tensor(y_train)),
+        trainer.TensorData(rows(x_val), torch.tensor(y_val)),
+    )
+
+
+def _fit_blobs(config: trainer.TrainConfig, model: nn.Module | None = None, **kwargs) -> trainer.FitResult:
+    model = residual_mlp(8, 16, 3) if model is None else model
+    return trainer.fit(model, blobs(128), blobs(64, seed=1), trainer.Classification(3), config, **kwargs)
+
+
+def test_residual_mlp_learns_digits() -> None:
+    train, val = _digits()
+    torch.manual_seed(0)
+    model = residual_mlp(64, 128, 10, blocks=1, dropout=0.1)
+    config = trainer.TrainConfig(epochs=8, batch_size=64, lr=3e-3, weight_decay=1e-4, warmup_fraction=0.1)
+    result = trainer.fit(model, train, val, trainer.Classification(10), config)
+    assert result.final_metrics["val_accuracy"] >= 0.95
+    assert result.final_metrics["val_f1"] >= 0.95
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+
+
+def test_history_has_every_documented_metric() -> None:
+    sink = ListSink()
+    config = trainer.TrainConfig(epochs=2, batch_size=16)
+    result = _fit_blobs(config, sink=sink)
+    expected = {"epoch", "train_loss", "val_loss", "val_accuracy", "val_f1", "lr", "grad_norm"}
+    expected |= {"epoch_seconds", "samples_per_second"}
+    assert [set(h) for h in result.history] == [expected, expected]
+    assert [step for step, _ in sink.logged] == [1, 2]
+    assert sink.logged[-1][1] == result.history[-1]
+    assert all(math.isfinite(v) for h in result.history for v in h.values())
+    assert result.effective_batch_size == 16
+    assert result.best_epoch in (1, 2)
+    assert not result.stopped_early
+
+
+def test_hook_returning_true_stops_after_that_epoch() -> None:
+    hook, bystander = StopAt(2), StopAt(100)
+    config = trainer.TrainConfig(epochs=6, batch_size=16)
+    result = _fit_blobs(config, hooks=[hook, bystander])
+    assert result.stopped_early and result.stopped_epoch == 2
+    assert result.epochs_run == 2 and len(result.history) == 2
+    assert hook.calls == bystander.calls == [1, 2]
+
+
+def test_early_stopping_hook_stops_a_stalled_run() -> None:
+    stopper = trainer.EarlyStopping(patience=2, metric="val_accuracy", mode="max")
+    config = trainer.TrainConfig(epochs=30, batch_size=16, lr=1e-2)
+    result = _fit_blobs(config, hooks=[stopper])
+    assert result.stopped_early and result.epochs_run < 30
+
+
+def test_huge_learning_rate_diverges() -> None:
+    # A deep plain MLP (no normalisation) overflows within a few steps at lr=1e6.
+    layers = [nn.Linear(8, 32), nn.ReLU()]
+    layers += [m for _ in range(4) for m in (nn.Linear(32, 32), nn.ReLU())]
+    model = nn.Sequential(*layers, nn.Linear(32, 3))
+    config = trainer.TrainConfig(epochs=3, batch_size=16, lr=1e6, max_grad_norm=None)
+    with pytest.raises(trainer.DivergenceError) as caught:
+        trainer.fit(model, blobs(256), blobs(64, seed=1), trainer.Classification(3), config)
+    assert caught.value.epoch == 1 and 0 < caught.value.step < 16
+    assert not math.isfinite(caught.value.loss)
+
+
+class _BreaksAt(nn.Module):
+    """A linear model whose output turns to NaN from the ``at``-th training forward on."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 3)
+        self.at, self.calls = at, 0
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.linear(x)
+        if self.training:
+            self.calls += 1
+            if self.calls > self.at:
+                out = out * math.nan
+        return out
+
+
+def test_divergence_names_the_first_bad_epoch_and_step() -> None:
+    # 640 rows / batch 8 = 80 steps per epoch; forward 150 is epoch 2, step 70 (past a 50-step check).
+    config = trainer.TrainConfig(epochs=3, batch_size=8)
+    with pytest.raises(trainer.DivergenceError) as caught:
+        trainer.fit(_BreaksAt(150), blobs(640), blobs(32, seed=1), trainer.Classification(3), config)
+    assert (caught.value.epoch, caught.value.step) == (2, 70)
+
+
+def test_fp16_without_cuda_is_a_config_error() -> None:
+    config = trainer.TrainConfig(epochs=1, mixed_precision="fp16", cpu=True)
+    with pytest.raises(trainer.ConfigError, match="fp16"):
+        _fit_blobs(config)
+
+
+def test_bf16_autocasts_on_cpu_and_precision_can_change_between_fits() -> None:
+    model = residual_mlp(8, 16, 3)
+    seen: set[torch.dtype] = set()
+    model[0].register_forward_hook(lambda module, inputs, output: seen.add(output.dtype))
+    config = trainer.TrainConfig(epochs=2, batch_size=16, mixed_precision="bf16", cpu=True)
+    result = _fit_blobs(config, model)
+    assert seen == {torch.bfloat16}
+    assert math.isfinite(result.final_metrics["val_loss"])
+    assert getattr(model.forward, "__func__", None) is nn.Sequential.forward  # autocast patch removed
+    seen.clear()  # a second fit in the same process, now in fp32, must not inherit the bf16 autocast
+    _fit_blobs(config.replace(mixed_precision="no"), model)
+    assert seen == {torch.float32}
+
+
+@pytest.mark.parametrize("max_grad_norm", [None, 0.01])
+def test_grad_norm_is_the_global_norm_before_clipping(max_grad_norm: float | None) -> None:
+    torch.manual_seed(0)
+    model, data = residual_mlp(8, 16, 3), blobs(64)
+    trainer.Classification(3).loss(model(data.x), data.y).backward()
+    expected = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    model.zero_grad(set_to_none=True)
+    config = trainer.TrainConfig(epochs=1, batch_size=64, max_grad_norm=max_grad_norm)  # one step
+    result = trainer.fit(model, data, blobs(32, seed=1), trainer.Classification(3), config)
+    assert result.history[0]["grad_norm"] == pytest.approx(expected.item(), rel=1e-5)

@@ -1,0 +1,74 @@
+"""Two CPU processes under ``accelerate launch``: one stop decision, exact sharded validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_helpers import blobs, residual_mlp
+
+import trainer
+
+HERE = Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("multiprocess")
+    torch.manual_seed(0)
+    model = residual_mlp(8, 16, 3)
+    train, val = blobs(160), blobs(101, seed=1)  # 101 rows: shards of 50 and 51, 5 and 6 batches
+    torch.save(
+        {"model": model.state_dict(), "train_x": train.x, "train_y": train.y, "val_x": val.x, "val_y": val.y},
+        tmp / "inputs.pt",
+    )
+    # `--multi_gpu` picks Accelerate's torchrun launcher, which starts both processes; the script's
+    # config says cpu=True, so they train on CPU over gloo. (`--cpu --num_processes 2` runs
+    # Accelerate's simple launcher: one process unless an mpirun hostfile is given.)
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+        str(HERE / "multiprocess_fit.py"), str(tmp / "inputs.pt"), str(tmp),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)]),
+    }
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    config = trainer.TrainConfig(epochs=1, batch_size=10)
+    single = trainer.evaluate(model, val, trainer.Classification(3), config)
+    return {"single": single, "ranks": [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(2)]}
+
+
+def test_a_hook_on_the_main_process_stops_every_rank_at_the_same_epoch(reports: dict) -> None:
+    main, other = reports["ranks"]
+    assert main["world"] == other["world"] == 2
+    for rank in (main, other):
+        assert rank["epochs_run"] == 2 and rank["stopped_epoch"] == 2
+        assert rank["epochs_in_history"] == [1, 2]
+        assert rank["effective_batch_size"] == 20
+    assert main["hook_calls"] == [1, 2] and other["hook_calls"] == []  # hooks run on the main process only
+    assert main["weights"] == other["weights"]
+
+
+def test_sharded_validation_equals_single_process_validation(reports: dict) -> None:
+    single = reports["single"]
+    for rank in reports["ranks"]:
+        assert rank["evaluate"]["val_accuracy"] == single["val_accuracy"]
+        assert rank["evaluate"]["val_f1"] == single["val_f1"]
+        assert rank["evaluate"]["val_loss"] == pytest.approx(single["val_loss"], rel=1e-6)

@@ -1,0 +1,40 @@
+"""A pruning-aware training loop on HuggingFace Accelerate.
+
+``trainer`` fits any ``nn.Module``. It knows nothing of Optuna or MLflow: callers observe
+training through :class:`Hook` (may stop training) and :class:`MetricsSink` (records metrics).
+
+    result = trainer.fit(model, train, val, task, config, hooks=[prune_hook], sink=logger)
+"""
+
+from trainer._checkpoint import load_checkpoint, load_model_weights
+from trainer._config import MixedPrecision, TrainConfig
+from trainer._data import TensorData, TrainData
+from trainer._errors import CheckpointError, ConfigError, DivergenceError, TrainerError
+from trainer._evaluate import evaluate
+from trainer._hooks import EarlyStopping, Hook, MetricsSink
+from trainer._loop import fit
+from trainer._result import FitResult
+from trainer._tasks import Classification, LanguageModeling, Regression, Task
+
+__all__ = [
+    "CheckpointError",
+    "Classification",
+    "ConfigError",
+    "DivergenceError",
+    "EarlyStopping",
+    "FitResult",
+    "Hook",
+    "LanguageModeling",
+    "MetricsSink",
+    "MixedPrecision",
+    "Regression",
+    "Task",
+    "TensorData",
+    "TrainConfig",
+    "TrainData",
+    "TrainerError",
+    "evaluate",
+    "fit",
+    "load_checkpoint",
+    "load_model_weights",
+]

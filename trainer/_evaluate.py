@@ -1,0 +1,90 @@
+"""Validation: per-process sums over disjoint shards, summed over processes, then metrics."""
+
+from __future__ import annotations
+
+from typing import Literal, overload
+
+import torch
+from accelerate import Accelerator
+from torch import nn
+
+from trainer._config import TrainConfig
+from trainer._data import Batches, IndexPlan, TrainData, dataset_size, make_batches
+from trainer._runtime import make_accelerator
+from trainer._tasks import State, Task
+
+
+def validate(accelerator: Accelerator, model: nn.Module, batches: Batches, task: Task) -> State:
+    """Sums of ``task`` over every process's shard, reduced so that all processes hold the total."""
+    # The bare module, not the DDP wrapper: shards may differ by a batch, and DDP's forward would
+    # wait for a peer that has already finished.
+    module = accelerator.unwrap_model(model)
+    was_training = module.training
+    module.eval()
+    state = task.new_state(accelerator.device)
+    try:
+        with torch.no_grad(), accelerator.autocast():
+            for x, y in batches:
+                task.update(state, module(x), y)
+    finally:
+        module.train(was_training)
+    return accelerator.reduce(state, reduction="sum")
+
+
+@overload
+def evaluate(
+    model: nn.Module,
+    data: TrainData,
+    task: Task,
+    config: TrainConfig,
+    *,
+    return_state: Literal[False] = False,
+) -> dict[str, float]: ...
+
+
+@overload
+def evaluate(
+    model: nn.Module,
+    data: TrainData,
+    task: Task,
+    config: TrainConfig,
+    *,
+    return_state: Literal[True],
+) -> tuple[dict[str, float], State]: ...
+
+
+def evaluate(
+    model: nn.Module,
+    data: TrainData,
+    task: Task,
+    config: TrainConfig,
+    *,
+    return_state: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], State]:
+    """Metrics of ``model`` on ``data`` (e.g. the test split at retrain), exact across processes.
+
+    Uses ``config``'s device choice, precision, ``batch_size`` and ``num_workers``; moves ``model``
+    to the device. Metric names are the task's (``val_loss``, ``val_accuracy`` ...) whatever split
+    ``data`` is.
+
+    Args:
+        return_state: also return the reduced sums, on CPU. For :class:`~trainer.Classification`
+            they hold the confusion matrix: ``Classification.confusion_matrix(state)``.
+
+    Returns:
+        The metrics on every process, or ``(metrics, state)`` with ``return_state=True``.
+    """
+    accelerator = make_accelerator(config)
+    model.to(accelerator.device)
+    plan = IndexPlan(
+        dataset_size(data),
+        config.batch_size,
+        rank=accelerator.process_index,
+        world=accelerator.num_processes,
+    )
+    batches = make_batches(data, plan, accelerator.device, config.num_workers)
+    state = validate(accelerator, model, batches, task)
+    metrics = task.compute(state)
+    if return_state:
+        return metrics, {name: value.cpu() for name, value in state.items()}
+    return metrics

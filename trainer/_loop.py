@@ -1,0 +1,295 @@
+"""``fit``: the training loop. Each part of an epoch is a small function that reads like its name."""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import Tensor, nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from trainer._checkpoint import Checkpointer, capture_rng, restore_rng
+from trainer._config import TrainConfig
+from trainer._data import Batches, IndexPlan, TrainData, dataset_size, make_batches
+from trainer._errors import CheckpointError
+from trainer._evaluate import validate
+from trainer._hooks import Hook, MetricsSink
+from trainer._monitor import EpochMonitor
+from trainer._optim import build_optimizer, build_scheduler
+from trainer._result import FitResult
+from trainer._runtime import make_accelerator, release_model
+from trainer._tasks import Task
+
+# Settings that may change between a run and its resumption without changing what is trained.
+_RESUMABLE_CHANGES = frozenset({"epochs", "resume", "checkpoint_dir", "keep_last", "num_workers", "cpu"})
+
+
+@dataclass
+class _Run:
+    """What one call to ``fit`` trains with, and how far it has got."""
+
+    config: TrainConfig
+    task: Task
+    accelerator: Accelerator
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: LambdaLR
+    train: Batches
+    val: Batches
+    checkpoints: Checkpointer | None
+    params: list[Tensor]
+    epoch: int = 0
+    global_step: int = 0
+    lr: float = math.nan
+    best_epoch: int = 0
+    best_val_loss: float = math.inf
+    resumed_from: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    train_samples: int = 0
+    train_seconds: float = 0.0
+
+
+def fit(
+    model: nn.Module,
+    train: TrainData,
+    val: TrainData,
+    task: Task,
+    config: TrainConfig,
+    *,
+    hooks: Sequence[Hook] = (),
+    sink: MetricsSink | None = None,
+) -> FitResult:
+    """Train ``model`` in place and validate it after every epoch.
+
+    Per-epoch metrics (``epoch, train_loss, val_loss, <task metrics>, lr, grad_norm, epoch_seconds,
+    samples_per_second``) go to ``sink`` and to every hook on the main process; a hook returning
+    ``True`` stops all processes after that epoch. ``lr`` is the rate of the epoch's last optimizer
+    step, ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is
+    left on the training device.
+
+    With ``config.checkpoint_dir`` set, the full training state is saved after every epoch, and
+    with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
+    are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
+
+    Raises:
+        ConfigError: ``config`` cannot run here (fp16 without CUDA).
+        DivergenceError: the training loss became NaN or infinite.
+        CheckpointError: the checkpoint to resume from does not fit ``model``.
+    """
+    started = time.perf_counter()
+    run = _setup(model, train, val, task, config)
+    try:
+        _resume(run)
+        stopped_epoch = _train(run, hooks, sink)
+    finally:
+        release_model(run.accelerator, run.model)
+    return _result(run, stopped_epoch, time.perf_counter() - started)
+
+
+def _train(run: _Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | None:
+    for epoch in range(run.epoch + 1, run.config.epochs + 1):
+        metrics = _train_epoch(run, epoch)
+        _record(run, epoch, metrics)
+        if _should_stop(run.accelerator, hooks, sink, epoch, metrics):
+            return epoch
+    return None
+
+
+def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig) -> _Run:
+    accelerator = make_accelerator(config)
+    set_seed(config.seed)
+    train_plan, val_plan = _plans(train, val, config, accelerator)
+    train_batches = make_batches(train, train_plan, accelerator.device, config.num_workers)
+    val_batches = make_batches(val, val_plan, accelerator.device, config.num_workers)
+    checkpoints = None
+    if config.checkpoint_dir is not None:
+        is_main = accelerator.is_main_process
+        checkpoints = Checkpointer(config.checkpoint_dir, config.keep_last, writer=is_main)
+    optimizer = build_optimizer(model, config)
+    total_steps = config.epochs * len(train_plan) // config.grad_accum_steps
+    scheduler = build_scheduler(optimizer, total_steps, config)
+    model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
+    return _Run(
+        config=config,
+        task=task,
+        accelerator=accelerator,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        train=train_batches,
+        val=val_batches,
+        checkpoints=checkpoints,
+        params=[p for p in model.parameters() if p.requires_grad],
+    )
+
+
+def _plans(
+    train: TrainData, val: TrainData, config: TrainConfig, accelerator: Accelerator
+) -> tuple[IndexPlan, IndexPlan]:
+    shard = {"rank": accelerator.process_index, "world": accelerator.num_processes}
+    train_plan = IndexPlan(
+        dataset_size(train),
+        config.batch_size,
+        shuffle=True,
+        seed=config.seed,
+        accum=config.grad_accum_steps,
+        **shard,
+    )
+    return train_plan, IndexPlan(dataset_size(val), config.batch_size, **shard)
+
+
+def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
+    started = time.perf_counter()
+    run.model.train()
+    run.train.set_epoch(epoch)
+    monitor = EpochMonitor(run.accelerator, epoch)
+    for x, y in run.train:
+        loss, grad_norm = _micro_step(run, x, y)
+        monitor.record(loss, grad_norm)
+    stats = monitor.summary()  # syncs the device, so the clock below is honest
+    train_seconds = time.perf_counter() - started
+    samples = len(run.train) * run.config.batch_size * run.accelerator.num_processes  # all batches are full
+    run.train_samples += samples
+    run.train_seconds += train_seconds
+    metrics = {"epoch": epoch, "train_loss": stats["train_loss"]}
+    metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task))
+    metrics |= {"lr": run.lr, "grad_norm": stats["grad_norm"]}
+    metrics |= {"epoch_seconds": time.perf_counter() - started, "samples_per_second": samples / train_seconds}
+    return metrics
+
+
+def _micro_step(run: _Run, x: Any, y: Any) -> tuple[Tensor, Tensor | None]:
+    """Forward and backward of one micro-batch; the last one of an accumulation also updates."""
+    accelerator = run.accelerator
+    with accelerator.accumulate(run.model):
+        loss = run.task.loss(run.model(x), y)
+        accelerator.backward(loss)
+        grad_norm = _optimizer_step(run) if accelerator.sync_gradients else None
+    return loss.detach(), grad_norm
+
+
+def _optimizer_step(run: _Run) -> Tensor:
+    grad_norm = _clip_gradients(run)
+    run.lr = run.optimizer.param_groups[0]["lr"]
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    if not run.accelerator.optimizer_step_was_skipped:  # fp16 overflow: keep the schedule in place
+        run.scheduler.step()
+        run.global_step += 1
+    return grad_norm
+
+
+def _clip_gradients(run: _Run) -> Tensor:
+    """The global gradient norm, clipped to ``max_grad_norm`` when that is set."""
+    if run.config.max_grad_norm is not None:
+        return run.accelerator.clip_grad_norm_(run.params, run.config.max_grad_norm)
+    # Only measure: clipping to inf would still rescale every gradient by 1.
+    run.accelerator.unscale_gradients()
+    return torch.nn.utils.get_total_norm([p.grad for p in run.params if p.grad is not None])
+
+
+def _record(run: _Run, epoch: int, metrics: dict[str, float]) -> None:
+    run.history.append(metrics)
+    run.epoch = epoch
+    is_best = _improves(metrics["val_loss"], run.best_val_loss) or run.best_epoch == 0
+    if is_best:
+        run.best_epoch, run.best_val_loss = epoch, metrics["val_loss"]
+    if run.checkpoints is not None:
+        run.checkpoints.save(_snapshot(run), epoch, is_best=is_best)
+
+
+def _improves(value: float, best: float) -> bool:
+    return not math.isnan(value) and (math.isnan(best) or value < best)
+
+
+def _should_stop(
+    accelerator: Accelerator,
+    hooks: Sequence[Hook],
+    sink: MetricsSink | None,
+    epoch: int,
+    metrics: Mapping[str, float],
+) -> bool:
+    if accelerator.is_main_process:
+        if sink is not None:
+            sink.log(dict(metrics), step=epoch)
+        votes = [hook(epoch, dict(metrics)) for hook in hooks]  # every hook sees every epoch
+        if any(votes):
+            accelerator.set_trigger()
+    return accelerator.check_trigger()
+
+
+def _snapshot(run: _Run) -> dict[str, Any]:
+    scaler = run.accelerator.scaler
+    return {
+        "model": run.accelerator.unwrap_model(run.model).state_dict(),
+        "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
+        "scaler": None if scaler is None else scaler.state_dict(),
+        "rng": capture_rng(),
+        "epoch": run.epoch,
+        "global_step": run.global_step,
+        "lr": run.lr,
+        "val_loss": run.history[-1]["val_loss"],
+        "best_epoch": run.best_epoch,
+        "best_val_loss": run.best_val_loss,
+        "config": run.config.to_dict(),
+    }
+
+
+def _resume(run: _Run) -> None:
+    if run.checkpoints is None:
+        return
+    state = run.checkpoints.load_latest() if run.config.resume else None
+    run.accelerator.wait_for_everyone()  # every process has read before the main process prunes
+    run.checkpoints.discard_after(0 if state is None else state["epoch"])
+    if state is not None:
+        _restore(run, state)
+
+
+def _restore(run: _Run, state: dict[str, Any]) -> None:
+    _warn_on_config_change(state["config"], run.config)
+    try:
+        run.accelerator.unwrap_model(run.model).load_state_dict(state["model"])
+        run.optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        where = run.config.checkpoint_dir
+        raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc
+    run.scheduler.load_state_dict(state["scheduler"])
+    if run.accelerator.scaler is not None and state["scaler"] is not None:
+        run.accelerator.scaler.load_state_dict(state["scaler"])
+    restore_rng(state["rng"])
+    run.epoch = run.resumed_from = state["epoch"]
+    run.global_step, run.lr = state["global_step"], state["lr"]
+    run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
+
+
+def _warn_on_config_change(saved: Mapping[str, Any], config: TrainConfig) -> None:
+    current = config.to_dict()
+    changed = sorted(k for k in current if k not in _RESUMABLE_CHANGES and saved.get(k) != current[k])
+    if changed:
+        message = f"resuming from a checkpoint trained with different {', '.join(changed)}"
+        warnings.warn(message, RuntimeWarning, stacklevel=5)  # the caller of fit
+
+
+def _result(run: _Run, stopped_epoch: int | None, seconds: float) -> FitResult:
+    config, accelerator = run.config, run.accelerator
+    return FitResult(
+        epochs_run=run.epoch,
+        stopped_early=stopped_epoch is not None and stopped_epoch < config.epochs,
+        stopped_epoch=stopped_epoch,
+        best_epoch=run.best_epoch,
+        best_val_loss=run.best_val_loss,
+        history=run.history,
+        effective_batch_size=config.batch_size * accelerator.num_processes * config.grad_accum_steps,
+        samples_per_second=run.train_samples / run.train_seconds if run.train_seconds > 0 else 0.0,
+        fit_seconds=seconds,
+        resumed_from_epoch=run.resumed_from,
+        best_checkpoint=None if run.checkpoints is None else run.checkpoints.best_path,
+    )

@@ -1,0 +1,38 @@
+"""What ``fit`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of one call to :func:`trainer.fit`."""
+
+    epochs_run: int
+    """Last epoch trained (1-based), counting epochs restored from a checkpoint."""
+    stopped_early: bool
+    """True when a hook asked to stop before ``config.epochs``."""
+    stopped_epoch: int | None
+    """The epoch after which a hook asked to stop, else ``None`` (may be the last epoch, when
+    ``stopped_early`` is False: the run was complete anyway)."""
+    best_epoch: int
+    """Epoch with the lowest validation loss."""
+    best_val_loss: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    """One dict of metrics per epoch trained in this call (``epoch`` key included)."""
+    effective_batch_size: int = 0
+    """per-device batch x processes x accumulation steps."""
+    samples_per_second: float = 0.0
+    """Training samples per second over this call, validation excluded."""
+    fit_seconds: float = 0.0
+    """Wall time of this call."""
+    resumed_from_epoch: int = 0
+    """Epoch of the checkpoint this call resumed from (0 = started fresh)."""
+    best_checkpoint: Path | None = None
+    """Checkpoint file of ``best_epoch`` when checkpointing was on."""
+
+    @property
+    def final_metrics(self) -> dict[str, float]:
+        return dict(self.history[-1]) if self.history else {}
