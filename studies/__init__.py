@@ -1,0 +1,25 @@
+"""Search problems: what to tune, which model and data, and how to train it.
+
+A search trial and a retrain make the same calls: ``study = get_study("resmlp")`` (or a path to
+your own ``study.py``), then ``params = study.suggest(trial)`` (the only place a trial is seen),
+``data = study.load_data()``, ``model = study.build_model(params, data)`` and
+``config = study.train_config(params, study.search_fidelity)``.
+"""
+
+from studies._base import Direction, Fidelity, Study, StudyData
+from studies._errors import DataError, StudyError, StudyLoadError
+from studies._loader import load_study_file
+from studies._registry import get_study, list_studies
+
+__all__ = [
+    "DataError",
+    "Direction",
+    "Fidelity",
+    "Study",
+    "StudyData",
+    "StudyError",
+    "StudyLoadError",
+    "get_study",
+    "list_studies",
+    "load_study_file",
+]

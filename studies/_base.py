@@ -1,0 +1,86 @@
+"""The study interface: what a built-in or user study must provide.
+
+A study is a small object. ``suggest`` is the only place an Optuna trial is seen; it returns a
+frozen params dataclass. Everything else takes those params. Replaying the best trial is
+``study.suggest(optuna.trial.FixedTrial(best_params))`` followed by the same calls as a search
+trial, so a retrained model is built exactly like the searched one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import nn
+
+    from trainer import Task, TrainConfig, TrainData
+
+Direction = Literal["minimize", "maximize"]
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How much training one evaluation gets."""
+
+    epochs: int
+    """Epochs per trial (search) or for the final model (full)."""
+    data_fraction: float = 1.0
+    """Fraction of the training split used; the validation split is always used whole."""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"Fidelity.epochs must be >= 1, got {self.epochs}")
+        if not 0 < self.data_fraction <= 1:
+            raise ValueError(f"Fidelity.data_fraction must be in (0, 1], got {self.data_fraction}")
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """Everything a worker loads once and reuses for all of its trials."""
+
+    train: TrainData
+    val: TrainData
+    test: TrainData
+    """Held out: never touched during search, evaluated once at retrain."""
+    task: Task
+    """Loss and validation metrics (e.g. ``trainer.Classification(num_classes)``)."""
+    preprocess: nn.Module | None = None
+    """Maps raw inputs to model inputs (fitted on the training split only). Exported models are
+    ``nn.Sequential(preprocess, model)`` so they accept raw rows."""
+    raw_example: np.ndarray | None = None
+    """A few raw input rows, used as the MLflow input example / signature."""
+    class_names: list[str] | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+    """Shape facts the model needs (``n_features``, ``n_classes``, ``vocab_size`` ...)."""
+
+
+@runtime_checkable
+class Study(Protocol):
+    """A search problem. See ``studies.resmlp`` for a complete example."""
+
+    name: str
+    """Registered model name and default Optuna study name."""
+    metric: str
+    """Key of ``FitResult.history`` entries that is optimised and reported to the pruner."""
+    direction: Direction
+    search_fidelity: Fidelity
+    full_fidelity: Fidelity
+
+    def suggest(self, trial: Any) -> Any:
+        """Sample params from ``trial`` (an ``optuna.Trial`` or ``FixedTrial``); return a frozen dataclass."""
+        ...
+
+    def load_data(self) -> StudyData:
+        """Load and split the data; called once per worker process."""
+        ...
+
+    def build_model(self, params: Any, data: StudyData) -> nn.Module:
+        """Build a freshly initialised model for ``params``."""
+        ...
+
+    def train_config(self, params: Any, fidelity: Fidelity) -> TrainConfig:
+        """The training config for ``params`` at ``fidelity`` (epochs come from the fidelity)."""
+        ...
