@@ -1,0 +1,45 @@
+"""Where studies, runs and checkpoints are stored.
+
+The only package that builds database URLs, engines and MLflow tracking URIs. Embedded
+defaults (SQLite files under a project directory) need no server; PostgreSQL URLs are pooled
+with pre-ping and TCP keepalive. Passwords never appear in what this package returns as text.
+"""
+
+from storage._counts import TrialCounts, count_trials
+from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
+from storage._errors import StorageError
+from storage._liveness import retried_trial_numbers, stale_trials
+from storage._lock import study_lock
+from storage._mlflow import TrackingLocation, prepare_sqlite_tracking, resolve_tracking
+from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
+from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
+
+__all__ = [
+    "DEFAULT_DIRNAME",
+    "MAX_OVERFLOW",
+    "POOL_SIZE",
+    "StorageError",
+    "TrialCounts",
+    "TrackingLocation",
+    "check_connection",
+    "check_writable",
+    "count_trials",
+    "create_engine",
+    "describe",
+    "ensure_project_dir",
+    "explain_db_error",
+    "has_optuna_tables",
+    "is_postgres",
+    "is_sqlite",
+    "mask",
+    "normalize_db_url",
+    "open_optuna_storage",
+    "prepare_sqlite_tracking",
+    "resolve_tracking",
+    "retried_trial_numbers",
+    "sqlite_path",
+    "sqlite_url",
+    "stale_trials",
+    "study_lock",
+]

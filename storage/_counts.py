@@ -1,0 +1,57 @@
+"""Counting a study's trials in one round trip, straight from Optuna's tables.
+
+Claiming a trial happens under a study-wide lock, so the count must be cheap: loading every
+trial through Optuna's API would cost O(trials) per claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy
+from sqlalchemy.engine import Connection, Engine
+
+_COUNTS = sqlalchemy.text(
+    """
+    SELECT t.state, count(*) AS n,
+           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries
+    FROM trials t
+    LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
+    WHERE t.study_id = :sid
+    GROUP BY t.state
+    """
+)
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """Physical trials by state, plus how many of them are retries of an earlier attempt."""
+
+    by_state: dict[str, int]
+    retries: int
+
+    def state(self, name: str) -> int:
+        return self.by_state.get(name, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_state.values())
+
+    @property
+    def logical(self) -> int:
+        """Trials as the budget sees them: a retry continues an earlier trial, it is not a new one."""
+        return self.total - self.retries
+
+    @property
+    def finished_logical(self) -> int:
+        """Logical trials that reached a final state and will not be retried."""
+        return self.logical - self.state("RUNNING") - self.state("WAITING")
+
+
+def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return count_trials(conn, study_id)
+    rows = bind.execute(_COUNTS, {"sid": study_id}).fetchall()
+    by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in rows}
+    return TrialCounts(by_state, sum(int(r.retries or 0) for r in rows))

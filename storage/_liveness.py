@@ -1,0 +1,69 @@
+"""Which running trials have stopped heartbeating, and which dead trials already have a retry.
+
+Straight from Optuna's tables in one round trip each, like :mod:`storage._counts`: every worker
+asks about once per grace period, so the question must stay cheap as a study grows.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import sqlalchemy
+from sqlalchemy.engine import Connection, Engine
+
+_RUNNING = sqlalchemy.text(
+    """
+    SELECT t.trial_id, t.datetime_start, h.heartbeat
+    FROM trials t
+    LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id
+    WHERE t.study_id = :sid AND t.state = 'RUNNING'
+    """
+).columns(
+    sqlalchemy.column("trial_id", sqlalchemy.Integer),
+    sqlalchemy.column("datetime_start", sqlalchemy.DateTime),
+    sqlalchemy.column("heartbeat", sqlalchemy.DateTime),
+)
+
+_RETRY_HISTORIES = sqlalchemy.text(
+    """
+    SELECT a.value_json
+    FROM trial_system_attributes a
+    JOIN trials t ON t.trial_id = a.trial_id
+    WHERE t.study_id = :sid AND a.key = 'retry_history'
+    """
+)
+
+
+def stale_trials(bind: Engine | Connection, study_id: int, grace_s: float, orphan_s: float) -> list[int]:
+    """Ids of RUNNING trials whose heartbeat is older than ``grace_s`` seconds.
+
+    A trial that never beat (its worker died between creating it and the first heartbeat, or the
+    reply to the claim was lost) counts as stale once it started more than ``orphan_s`` seconds ago.
+    Heartbeats are compared with the database's clock, as Optuna writes them; start times are the
+    claiming node's clock, so ``orphan_s`` should allow for clock skew between nodes.
+    """
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return stale_trials(conn, study_id, grace_s, orphan_s)
+    db_now = bind.execute(sqlalchemy.select(sqlalchemy.func.now())).scalar_one()
+    # Optuna stores naive timestamps; drop the zone PostgreSQL attaches to now() (as Optuna does).
+    db_now = db_now.replace(tzinfo=None)
+    local_now = datetime.now()
+    stale = []
+    for row in bind.execute(_RUNNING, {"sid": study_id}):
+        if row.heartbeat is not None:
+            if (db_now - row.heartbeat).total_seconds() > grace_s:
+                stale.append(int(row.trial_id))
+        elif row.datetime_start is not None and (local_now - row.datetime_start).total_seconds() > orphan_s:
+            stale.append(int(row.trial_id))
+    return stale
+
+
+def retried_trial_numbers(bind: Engine | Connection, study_id: int) -> set[int]:
+    """Numbers of the trials that already have a retry (the last entry of each retry's history)."""
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return retried_trial_numbers(conn, study_id)
+    histories = (json.loads(row.value_json) for row in bind.execute(_RETRY_HISTORIES, {"sid": study_id}))
+    return {int(history[-1]) for history in histories if history}

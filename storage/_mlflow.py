@@ -1,0 +1,59 @@
+"""Where MLflow runs, models and artifacts live."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage._errors import StorageError
+from storage._urls import normalize_db_url, sqlite_url
+
+
+@dataclass(frozen=True)
+class TrackingLocation:
+    """MLflow tracking and registry URI plus the artifact root of new experiments."""
+
+    tracking_uri: str
+    artifact_location: str | None
+    """``None`` lets an MLflow server choose (proxied artifacts)."""
+
+    @property
+    def registry_uri(self) -> str:
+        return self.tracking_uri
+
+    @property
+    def is_server(self) -> bool:
+        return self.tracking_uri.startswith(("http://", "https://", "databricks"))
+
+
+def resolve_tracking(
+    tracking_uri: str | None, project_dir: Path, artifact_location: str | None = None
+) -> TrackingLocation:
+    """Embedded SQLite store under ``project_dir`` unless a database URL or server is given."""
+    if tracking_uri is None:
+        artifacts = artifact_location or (project_dir / "mlartifacts").resolve().as_uri()
+        return TrackingLocation(sqlite_url(project_dir / "mlflow.db"), artifacts)
+    if tracking_uri.startswith(("http://", "https://", "databricks")):
+        return TrackingLocation(tracking_uri, artifact_location)
+    if tracking_uri.startswith(("postgresql", "postgres", "sqlite", "mysql")):
+        if artifact_location is None and not tracking_uri.startswith("sqlite"):
+            artifact_location = (project_dir / "mlartifacts").resolve().as_uri()
+        return TrackingLocation(normalize_db_url(tracking_uri), artifact_location)
+    if tracking_uri.startswith("file:") or "://" not in tracking_uri:
+        raise StorageError("file-based MLflow stores have no model registry; use a database URL or an http:// server")
+    raise StorageError(f"unsupported MLflow tracking URI scheme: {tracking_uri.split('://')[0]}://")
+
+
+def prepare_sqlite_tracking(location: TrackingLocation) -> None:
+    """Switch an embedded MLflow SQLite file to WAL so concurrent workers do not lock each other out."""
+    if not location.tracking_uri.startswith("sqlite:///"):
+        return
+    from storage._engine import tune_sqlite_connections
+
+    tune_sqlite_connections()
+    path = Path(location.tracking_uri.removeprefix("sqlite:///"))
+    if not path.exists():
+        return
+    with sqlite3.connect(path, timeout=60) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")

@@ -1,0 +1,102 @@
+"""Opening the Optuna storage, with clear errors when the database cannot be used."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from storage._engine import CONNECT_TIMEOUT_S, create_engine, engine_kwargs, tune_sqlite_connections
+from storage._errors import StorageError
+from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from optuna.storages import RDBStorage
+
+log = logging.getLogger(__name__)
+
+
+def check_connection(url: str) -> None:
+    """Connect once (within the connect timeout) and raise :class:`StorageError` with one clear line."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        raise StorageError(explain_db_error(url, exc)) from None
+    finally:
+        engine.dispose()
+
+
+def has_optuna_tables(url: str) -> bool:
+    """Whether the database at ``url`` holds Optuna's tables; creates nothing (opening a storage would)."""
+    url = normalize_db_url(url)
+    if is_sqlite(url) and not sqlite_path(url).exists():
+        return False
+    engine = create_engine(url)
+    try:
+        return sqlalchemy.inspect(engine).has_table("studies")
+    except SQLAlchemyError as exc:
+        raise StorageError(explain_db_error(url, exc)) from None
+    finally:
+        engine.dispose()
+
+
+def explain_db_error(url: str, exc: BaseException) -> str:
+    """One line saying what went wrong, naming host and port and never the password."""
+    raw = str(getattr(exc, "orig", None) or exc)
+    where = describe(url)
+    if is_postgres(url):
+        host, port = host_port(url)
+        user_match = re.search(r'for user "([^"]+)"', raw)
+        db_match = re.search(r'database "([^"]+)" does not exist', raw)
+        if "password authentication failed" in raw:
+            user = user_match.group(1) if user_match else "?"
+            return f"PostgreSQL at {host}:{port} rejected the password for user {user!r}"
+        if "no password supplied" in raw:
+            return f"PostgreSQL at {host}:{port} asks for a password: set PGPASSWORD or ~/.pgpass"
+        if db_match:
+            name = db_match.group(1)
+            return f"database {name!r} does not exist on PostgreSQL at {host}:{port} (createdb {name})"
+        if "timeout expired" in raw:
+            return f"PostgreSQL at {host}:{port} did not answer within {CONNECT_TIMEOUT_S} s"
+        if "could not translate host name" in raw:
+            return f"unknown database host {host!r}"
+        if "Connection refused" in raw or "could not connect" in raw or "server closed" in raw:
+            return f"cannot reach PostgreSQL at {host}:{port} (connection refused)"
+        if 'role "' in raw and "does not exist" in raw:
+            return f"PostgreSQL at {host}:{port}: {mask(raw.splitlines()[0].split('FATAL:')[-1].strip())}"
+    first = mask(raw.strip().splitlines()[0]) if raw.strip() else type(exc).__name__
+    return f"cannot use database {where}: {first}"
+
+
+def open_optuna_storage(
+    url: str,
+    *,
+    heartbeat_interval: int | None = None,
+    grace_period: int | None = None,
+    stale_trial_callback: Callable[..., None] | None = None,
+) -> RDBStorage:
+    """An Optuna ``RDBStorage`` for ``url`` with pooled, pre-pinged, keepalive connections."""
+    from optuna.storages import RDBStorage
+
+    url = normalize_db_url(url)
+    if is_sqlite(url):
+        tune_sqlite_connections()
+    kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url)}
+    if heartbeat_interval:
+        kwargs.update(
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
+            heartbeat_stale_trial_callback=stale_trial_callback,
+        )
+    try:
+        storage = RDBStorage(url, **kwargs)
+    except (DBAPIError, SQLAlchemyError) as exc:
+        raise StorageError(explain_db_error(url, exc)) from None
+    return storage

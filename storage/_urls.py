@@ -1,0 +1,77 @@
+"""Database URLs: normalising, masking and describing them.
+
+This module (with the rest of :mod:`storage`) is the only place that builds database URLs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from storage._errors import StorageError
+
+_SECRET_IN_TEXT = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
+
+
+def normalize_db_url(url: str) -> str:
+    """Map ``postgresql://`` and ``postgres://`` to the psycopg2 driver; leave other URLs alone.
+
+    SQLAlchemy 2.1 picks psycopg 3 for a bare ``postgresql://`` URL, which is not a dependency.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StorageError(f"not a database URL: {mask(url)}") from exc
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    elif parsed.drivername.startswith("postgresql+") and parsed.drivername != "postgresql+psycopg2":
+        raise StorageError(
+            f"driver {parsed.drivername!r} is not installed; use postgresql+psycopg2:// (or postgresql://)"
+        )
+    return parsed.render_as_string(hide_password=False)
+
+
+def sqlite_url(path: Path) -> str:
+    """SQLAlchemy URL of an SQLite file (absolute, so every process agrees on it)."""
+    return f"sqlite:///{path.resolve()}"
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql", "postgres"))
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def sqlite_path(url: str) -> Path:
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise StorageError("an in-memory SQLite database cannot be shared by workers; give a file path")
+    return Path(database)
+
+
+def mask(text: str) -> str:
+    """Replace every password embedded in a URL inside ``text`` with ``***``."""
+    return _SECRET_IN_TEXT.sub(lambda m: f"{m['head']}***{m['tail']}", text)
+
+
+def describe(url: str) -> str:
+    """Short, password-free name of a store: ``postgresql://user@host:5432/db`` or a file path."""
+    try:
+        parsed: URL = make_url(url)
+    except ArgumentError:
+        return mask(url)
+    if parsed.drivername.startswith("sqlite"):
+        return str(parsed.database)
+    user = f"{parsed.username}@" if parsed.username else ""
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.drivername.split('+')[0]}://{user}{parsed.host or 'localhost'}{port}/{parsed.database or ''}"
+
+
+def host_port(url: str) -> tuple[str, int]:
+    parsed = make_url(url)
+    return parsed.host or "localhost", parsed.port or 5432

@@ -1,0 +1,69 @@
+"""Against the real PostgreSQL server: connection errors, and the study lock."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+import storage
+from storage import StorageError
+
+pytestmark = pytest.mark.postgres
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_connection_refused_names_host_and_port(pg_server):
+    port = _free_port()
+    with pytest.raises(StorageError) as err:
+        storage.check_connection(f"postgresql://root:hunter2@127.0.0.1:{port}/test")
+    assert str(err.value) == f"cannot reach PostgreSQL at 127.0.0.1:{port} (connection refused)"
+    assert "hunter2" not in str(err.value)
+
+
+def test_missing_database_is_named(pg_server):
+    with pytest.raises(StorageError, match="database 'no_such_db_hpsearch' does not exist"):
+        storage.check_connection("postgresql://root@127.0.0.1:5432/no_such_db_hpsearch")
+
+
+@pytest.mark.slow
+def test_silent_server_times_out_within_connect_timeout(pg_server):
+    # A listener that accepts TCP but never speaks: what a hung or firewalled server looks like.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageError, match=f"127.0.0.1:{port} did not answer within 10 s"):
+            storage.check_connection(f"postgresql://root:pw@127.0.0.1:{port}/test")
+    finally:
+        listener.close()
+    assert time.monotonic() - started < 15
+
+
+def test_study_lock_is_exclusive_across_connections(pg_url):
+    engine = storage.create_engine(pg_url)
+    inside = []
+    overlap = []
+
+    def hold(i: int) -> None:
+        with storage.study_lock(engine, pg_url, "s"):
+            inside.append(i)
+            if len(inside) > 1:
+                overlap.append(i)
+            time.sleep(0.05)
+            inside.remove(i)
+
+    threads = [threading.Thread(target=hold, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.dispose()
+    assert overlap == []
