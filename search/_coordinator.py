@@ -1,0 +1,232 @@
+"""The study in its storage: create or resume it, and hand out trials within an exact budget."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import storage as st
+from search._errors import SearchError, StudyMismatchError, StudyNotFoundError
+from search._resilience import retrying
+from search._space import space_differences
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import RDBStorage
+    from optuna.trial import FrozenTrial
+
+log = logging.getLogger(__name__)
+
+SPEC_ATTR = "hpsearch.spec"
+BUDGET_ATTR = "hpsearch.budget"
+PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
+EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """What every worker needs to rebuild the study's objects; stored on the Optuna study."""
+
+    study_ref: str
+    """Built-in study name or absolute path of a study file."""
+    metric: str
+    direction: str
+    search_epochs: int
+    sampler: str = "tpe"
+    pruner: str = "hyperband"
+    seed: int = 0
+    max_retries: int = 2
+    heartbeat_interval: int = 10
+    grace_period: int = 60
+    options: dict[str, Any] = field(default_factory=dict)
+    space: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StudyRecord:
+        return cls(**json.loads(text))
+
+
+class Coordinator:
+    """One worker's (or the follower's) connection to a study's storage."""
+
+    def __init__(self, url: str, study_name: str) -> None:
+        import optuna
+
+        # Optuna logs every created study and trial at INFO; our own output says what matters.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.url = url
+        self.study_name = study_name
+        self.storage: RDBStorage = st.open_optuna_storage(url)
+        self.on_reaped: Callable[[FrozenTrial], None] | None = None
+        """Called with each dead trial this process fails (a worker ends its MLflow run)."""
+
+    @classmethod
+    def existing(cls, url: str, study_name: str) -> Coordinator:
+        """The coordinator of a study that must exist; creates nothing (not even Optuna's tables) if not."""
+        if not st.has_optuna_tables(url):
+            raise StudyNotFoundError(
+                f"study {study_name!r} does not exist in {st.describe(url)}; create it with `search start`"
+            )
+        coordinator = cls(url, study_name)
+        coordinator.load()
+        return coordinator
+
+    def apply(self, record: StudyRecord) -> None:
+        """Turn on heartbeats and bounded retries of dead trials, as the study record says."""
+        from search._reaper import RetryDeadTrial
+
+        self.storage.heartbeat_interval = record.heartbeat_interval
+        self.storage.grace_period = record.grace_period
+        self.storage.heartbeat_stale_trial_callback = RetryDeadTrial(self.storage, record.max_retries)
+        self.storage.failed_trial_callback = self.storage.heartbeat_stale_trial_callback
+
+    # -- creating and loading -------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.study_name in {s.study_name for s in self.storage.get_all_studies()}
+
+    def read_record(self) -> StudyRecord:
+        attrs = self._user_attrs()
+        if SPEC_ATTR not in attrs:
+            raise SearchError(f"study {self.study_name!r} was not created by hpsearch (no {SPEC_ATTR} attribute)")
+        return StudyRecord.from_json(attrs[SPEC_ATTR])
+
+    def create_or_resume(self, record: StudyRecord, budget: int) -> tuple[optuna.Study, bool]:
+        """Create the study, or resume it after checking that it is the same search."""
+        import optuna
+
+        if self.exists():
+            old = self.read_record()
+            self._check_same_search(old, record)
+            self.apply(old)
+            study = self.load(old)
+            study.set_user_attr(BUDGET_ATTR, budget)
+            return study, False
+        self.apply(record)
+        study = optuna.create_study(
+            storage=self.storage, study_name=self.study_name, direction=record.direction,
+            sampler=self._sampler(record, 0), pruner=self._pruner(record),
+        )  # fmt: skip
+        try:
+            study.set_user_attr(SPEC_ATTR, record.to_json())
+            study.set_user_attr(BUDGET_ATTR, budget)
+        except BaseException:
+            self.delete()
+            raise
+        return study, True
+
+    def load(self, record: StudyRecord | None = None, worker_index: int = 0) -> optuna.Study:
+        import optuna
+
+        if not self.exists():
+            raise StudyNotFoundError(
+                f"study {self.study_name!r} does not exist in {st.describe(self.url)}; create it with `search start`"
+            )
+        record = record or self.read_record()
+        self.apply(record)
+        return optuna.load_study(
+            study_name=self.study_name, storage=self.storage,
+            sampler=self._sampler(record, worker_index), pruner=self._pruner(record),
+        )  # fmt: skip
+
+    def delete(self) -> None:
+        import optuna
+
+        optuna.delete_study(study_name=self.study_name, storage=self.storage)
+
+    def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
+        hint = "; choose another --name for a new study"
+        if old.direction != new.direction or old.metric != new.metric:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists with {old.direction} {old.metric}, "
+                f"not {new.direction} {new.metric}{hint}"
+            )
+        diff = space_differences(old.space, new.space)
+        if diff:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists with another search space (differs in {', '.join(diff)}){hint}"
+            )
+        if old.study_ref != new.study_ref:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists for {old.study_ref!r}, not {new.study_ref!r}{hint}"
+            )
+
+    @staticmethod
+    def _sampler(record: StudyRecord, worker_index: int) -> Any:
+        from search._algorithms import make_sampler
+
+        # Workers with one seed would propose identical trials from identical histories.
+        seed = None if record.seed is None else record.seed + 7919 * worker_index
+        return make_sampler(record.sampler, seed)
+
+    @staticmethod
+    def _pruner(record: StudyRecord) -> Any:
+        from search._algorithms import make_pruner
+
+        return make_pruner(record.pruner, record.search_epochs)
+
+    def _user_attrs(self) -> dict[str, Any]:
+        study_id = self.storage.get_study_id_from_name(self.study_name)
+        return self.storage.get_study_user_attrs(study_id)
+
+    # -- the budget -----------------------------------------------------------------------
+
+    def budget(self) -> int:
+        return retrying(lambda: int(self._user_attrs().get(BUDGET_ATTR, 0)), "reading the budget")
+
+    def counts(self) -> st.TrialCounts:
+        def count() -> st.TrialCounts:
+            study_id = self.storage.get_study_id_from_name(self.study_name)
+            return st.count_trials(self.storage.engine, study_id)
+
+        return retrying(count, "counting trials")
+
+    def claim(self, study: optuna.Study) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
+        """The next trial to run, or ``None`` when the budget is spent.
+
+        Reaping stale trials, counting and creating the trial happen under one study-wide lock,
+        so W racing workers create exactly ``budget`` logical trials, never ``budget + W``. The
+        new trial's first heartbeat is recorded under the lock too. A lost connection retries the
+        whole claim; a trial whose creation committed unseen is reaped as one that never beat.
+        """
+        from search._reaper import reap_dead_trials
+
+        started = time.perf_counter()
+        dead: list[FrozenTrial] = []
+
+        def attempt() -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
+            with st.study_lock(self.storage.engine, self.url, self.study_name) as conn:
+                dead[:] = reap_dead_trials(self, study, locked=True)
+                counts = st.count_trials(conn or self.storage.engine, study._study_id)
+                if counts.state("WAITING") == 0 and counts.logical >= int(self._user_attrs().get(BUDGET_ATTR, 0)):
+                    return None, counts
+                trial = study.ask()
+                if self.storage.get_heartbeat_interval():
+                    self.storage.record_heartbeat(trial._trial_id)
+            return trial, counts
+
+        trial, counts = retrying(attempt, "claiming a trial")
+        self.report_reaped(dead)
+        if trial is not None:
+            log.debug("claimed trial %d in %.1f ms", trial.number, 1000 * (time.perf_counter() - started))
+        return trial, counts
+
+    def reap(self, study: optuna.Study) -> list[FrozenTrial]:
+        """Fail trials whose worker stopped heartbeating and queue their retries (see ``search._reaper``)."""
+        from search._reaper import reap_dead_trials
+
+        dead = retrying(lambda: reap_dead_trials(self, study), "reaping dead trials")
+        self.report_reaped(dead)
+        return dead
+
+    def report_reaped(self, dead: list[FrozenTrial]) -> None:
+        if self.on_reaped is not None:
+            for trial in dead:
+                self.on_reaped(trial)

@@ -1,0 +1,23 @@
+"""Exceptions of :mod:`search`. Any of them ends a command with one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class SearchError(Exception):
+    """A configuration or infrastructure problem the user must fix (exit code 2)."""
+
+
+class StudyMismatchError(SearchError):
+    """A study of that name exists but was created with another direction or search space."""
+
+
+class StudyNotFoundError(SearchError):
+    """A worker or command names a study that does not exist in the storage."""
+
+
+class DatabaseUnavailableError(SearchError):
+    """The database stayed unreachable for longer than ``--db-outage-limit`` seconds."""
+
+
+class TrialLostError(Exception):
+    """Another process finished this trial first: a reaper took it for dead while its worker was cut off."""

@@ -1,0 +1,60 @@
+"""A study's search space, recorded by running its ``suggest`` against a recording trial."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+class SpaceRecorder:
+    """Duck-types the parts of ``optuna.Trial`` a ``suggest`` uses; records each distribution."""
+
+    number = -1
+
+    def __init__(self) -> None:
+        self.space: dict[str, str] = {}
+        self.user_attrs: dict[str, Any] = {}
+        self.params: dict[str, Any] = {}
+
+    def _record(self, name: str, dist: Any) -> None:
+        from optuna.distributions import distribution_to_json
+
+        self.space[name] = distribution_to_json(dist)
+
+    def suggest_float(
+        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
+    ) -> float:
+        from optuna.distributions import FloatDistribution
+
+        self._record(name, FloatDistribution(low, high, step=step, log=log))
+        return low
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
+        from optuna.distributions import IntDistribution
+
+        self._record(name, IntDistribution(low, high, step=step, log=log))
+        return low
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        from optuna.distributions import CategoricalDistribution
+
+        self._record(name, CategoricalDistribution(list(choices)))
+        return choices[0]
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        self.user_attrs[key] = value
+
+    def report(self, value: float, step: int) -> None:  # pragma: no cover - suggest should not report
+        pass
+
+
+def record_space(study: Any) -> dict[str, str]:
+    recorder = SpaceRecorder()
+    study.suggest(recorder)
+    return recorder.space
+
+
+def space_differences(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Names of parameters declared by both spaces with different distributions."""
+    return sorted(k for k in old.keys() & new.keys() if json.loads(old[k]) != json.loads(new[k]))

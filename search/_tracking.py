@@ -1,0 +1,111 @@
+"""MLflow: one experiment per study, a parent run per study, a child run per trial."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from search._resilience import resilient
+from storage import TrackingLocation, mask
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+ROLE_TAG = "hpsearch.role"
+STATE_TAG = "hpsearch.state"
+
+
+def _clean(value: Any) -> str:
+    return mask(str(value))[:6000]
+
+
+class Tracker:
+    """Thin layer over ``MlflowClient`` (explicit run ids: safe in many processes at once)."""
+
+    def __init__(self, location: TrackingLocation) -> None:
+        from mlflow import MlflowClient
+
+        from storage import prepare_sqlite_tracking
+
+        prepare_sqlite_tracking(location)
+        self.location = location
+        # A database-backed store can restart under a worker: ride it out like Optuna's storage.
+        client = MlflowClient(location.tracking_uri, location.registry_uri)
+        self.client: MlflowClient = resilient(client, "using MLflow")
+        db_log = logging.getLogger("mlflow.store.db.utils")
+        if not db_log.isEnabledFor(logging.DEBUG):  # it logs every lost connection with a traceback
+            db_log.setLevel(logging.CRITICAL)
+
+    def experiment_id(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            if found.lifecycle_stage == "deleted":
+                self.client.restore_experiment(found.experiment_id)
+            return str(found.experiment_id)
+        try:
+            return str(self.client.create_experiment(name, artifact_location=self.location.artifact_location))
+        except MlflowException:  # another process created it first
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return str(found.experiment_id)
+
+    def start_parent(self, experiment_id: str, study_name: str, summary: Mapping[str, Any]) -> str:
+        run = self.client.create_run(
+            experiment_id, run_name=study_name, tags={ROLE_TAG: "study", "hpsearch.study": study_name}
+        )
+        self.log_params(run.info.run_id, summary)
+        return str(run.info.run_id)
+
+    def start_child(
+        self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any]
+    ) -> RunLogger:
+        all_tags = {"mlflow.parentRunId": parent_run_id, ROLE_TAG: role, **tags}
+        run = self.client.create_run(experiment_id, run_name=name, tags={k: _clean(v) for k, v in all_tags.items()})
+        return RunLogger(self.client, str(run.info.run_id))
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(str(k), _clean(v)) for k, v in params.items()]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start : start + 100])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(str(k), _clean(v)) for k, v in tags.items()])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        RunLogger(self.client, run_id).log(metrics, step)
+
+    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status=status)
+
+    def kill_if_running(self, run_id: str) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            if self.client.get_run(run_id).info.status == "RUNNING":
+                self.client.set_terminated(run_id, status="KILLED")
+        except MlflowException:
+            pass
+
+
+class RunLogger:
+    """A :class:`trainer.MetricsSink` writing one ``log_batch`` per epoch to one run."""
+
+    def __init__(self, client: MlflowClient, run_id: str) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if k != "epoch"]
+        self.client.log_batch(self.run_id, metrics=batch)

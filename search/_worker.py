@@ -1,0 +1,96 @@
+"""A worker: join a study, load data once, run trials until the budget is spent."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from search._errors import SearchError
+
+if TYPE_CHECKING:
+    from search._settings import Locations
+    from search._trial import TrialOutcome, WorkerContext
+    from trainer import TrainData
+
+log = logging.getLogger(__name__)
+IDLE_POLL_S = 2.0
+
+
+@dataclass
+class WorkerReport:
+    worker_id: str
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+
+
+def search_subset(data: TrainData, fraction: float, seed: int) -> TrainData:
+    """A fixed random ``fraction`` of the training split (the search fidelity's data budget)."""
+    if fraction >= 1.0:
+        return data
+    import torch
+
+    n = len(data)  # type: ignore[arg-type]
+    keep = max(1, int(round(n * fraction)))
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randperm(n, generator=generator)[:keep].sort().values
+    if hasattr(data, "subset"):
+        return data.subset(indices)
+    return torch.utils.data.Subset(data, indices.tolist())
+
+
+def connect(loc: Locations, study_name: str, worker_index: int, worker_id: str) -> WorkerContext:
+    """Open the study and MLflow, load the data: everything a worker does once."""
+    from search._catalog import load_study
+    from search._coordinator import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+    from search._tracking import Tracker
+    from search._trial import WorkerContext
+    from storage import resolve_tracking
+
+    coordinator = Coordinator(loc.storage_url, study_name)
+    optuna_study = coordinator.load(worker_index=worker_index)
+    record = coordinator.read_record()
+    attrs = optuna_study.user_attrs
+    if PARENT_RUN_ATTR not in attrs:
+        raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
+    study = load_study(record.study_ref, record.options)
+    data = study.load_data()
+    # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
+    # instead of inside the first trial.
+    import torch._dynamo  # noqa: F401
+
+    fidelity = study.search_fidelity
+    tracking = resolve_tracking(loc.tracking_uri, loc.project_dir, loc.artifact_location)
+    return WorkerContext(
+        study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.seed),
+        record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=Tracker(tracking),
+        experiment_id=str(attrs[EXPERIMENT_ATTR]), parent_run_id=str(attrs[PARENT_RUN_ATTR]),
+        checkpoint_root=loc.checkpoint_root, worker_id=worker_id,
+    )  # fmt: skip
+
+
+def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
+    """Claim and run trials until none is left; ``stop()`` returning True ends the loop early."""
+    from search._trial import run_trial
+
+    report = WorkerReport(ctx.worker_id)
+    while stop is None or not stop():
+        claimed_at = time.perf_counter()
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study)
+        if trial is None:
+            # Linger while others run: if one of them dies, its retry must find a live worker.
+            if counts.state("RUNNING") == 0:
+                break
+            time.sleep(IDLE_POLL_S)
+            continue
+        outcome = run_trial(ctx, trial, claimed_at)
+        report.outcomes.append(outcome)
+        log.info("trial %d %s%s", outcome.number, outcome.state, f" ({outcome.reason})" if outcome.reason else "")
+    return report
+
+
+def default_worker_id(index: int) -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{index}"

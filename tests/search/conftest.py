@@ -1,0 +1,154 @@
+"""A study in a known state, written straight into its storage (no training): the views' test bed.
+
+Trials of ``demo`` (4 search epochs, minimize val_loss, budget 8):
+0 complete 0.5 | 1 pruned at epoch 2 | 2 complete 0.4 (best) | 3 failed at epoch 1 |
+4 complete 0.55 | 5 pruned at epoch 1 | 6 running on nodeB, at epoch 3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SEARCH_EPOCHS = 4
+BUDGET = 8
+CURVES: list[tuple[str, list[float], str]] = [
+    ("COMPLETE", [1.0, 0.8, 0.6, 0.5], "nodeA:11:0"),
+    ("PRUNED", [1.3, 1.2], "nodeB:22:0"),
+    ("COMPLETE", [0.9, 0.6, 0.45, 0.4], "nodeA:11:0"),
+    ("FAIL", [1.1], "nodeB:22:0"),
+    ("COMPLETE", [0.95, 0.7, 0.6, 0.55], "nodeA:11:0"),
+    ("PRUNED", [1.5], "nodeB:22:0"),
+]
+RUNNING = {"worker": "nodeB:22:0", "host": "nodeB", "epoch": 3}
+
+
+@dataclass(frozen=True)
+class DemoStudy:
+    url: str
+    name: str
+    project_dir: Path
+    """Holds the embedded MLflow store (and, for SQLite, the study)."""
+
+    def flags(self) -> list[str]:
+        """What a user passes to reach this study from any directory."""
+        return ["--name", self.name, "--storage", self.url, "--project-dir", str(self.project_dir)]
+
+
+def _distributions() -> dict[str, Any]:
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    return {"lr": FloatDistribution(1e-4, 1e-1, log=True), "width": IntDistribution(32, 512)}
+
+
+def _frozen(number: int, state: str, curve: list[float], worker: str, start: datetime) -> Any:
+    from optuna.trial import FrozenTrial, TrialState
+
+    values = dict(enumerate(curve, start=1))
+    attrs: dict[str, Any] = {"worker": worker, "host": worker.split(":")[0], "epoch": len(curve)}
+    if state != "FAIL":
+        attrs["epochs_run"] = len(curve)
+    else:
+        attrs["fail_reason"] = "diverged at epoch 1"
+    return FrozenTrial(
+        number=number, state=TrialState[state], value=curve[-1] if state == "COMPLETE" else None,
+        datetime_start=start, datetime_complete=start + timedelta(seconds=10 * len(curve)),
+        params={"lr": 10 ** -(1 + number % 3), "width": 64 * (1 + number)}, distributions=_distributions(),
+        user_attrs=attrs, system_attrs={}, intermediate_values=values, trial_id=number,
+    )  # fmt: skip
+
+
+def make_demo_study(url: str, project_dir: Path, name: str = "demo", trials: int = len(CURVES),
+                    running: bool = True, tracking: bool = False) -> DemoStudy:  # fmt: skip
+    """Create ``name`` in ``url`` with the first ``trials`` finished trials (and the running one)."""
+    project_dir.mkdir(parents=True, exist_ok=True)
+    from search._coordinator import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+    from search._start import StartOptions, prepare
+
+    # The record `search start --study resmlp --study-option search_epochs=4` writes, so it can resume it.
+    opts = StartOptions(study="resmlp", trials=BUDGET, pruner="median", study_options={"search_epochs": SEARCH_EPOCHS})
+    study, _ = Coordinator(url, name).create_or_resume(prepare(opts).record, BUDGET)
+    start = datetime.now() - timedelta(minutes=10)
+    for number, (state, curve, worker) in enumerate(CURVES[:trials]):
+        study.add_trial(_frozen(number, state, curve, worker, start + timedelta(seconds=30 * number)))
+    if running:
+        trial = study.ask(_distributions())
+        for key, value in RUNNING.items():
+            trial.set_user_attr(key, value)
+        for step, value in enumerate([1.0, 0.7, 0.6], start=1):
+            trial.report(value, step)
+    if tracking:
+        experiment_id, parent = _mlflow_parent(project_dir, name)
+    else:
+        experiment_id, parent = "7", None
+    study.set_user_attr(EXPERIMENT_ATTR, experiment_id)
+    if parent:
+        study.set_user_attr(PARENT_RUN_ATTR, parent)
+    return DemoStudy(url, name, project_dir)
+
+
+def _mlflow_parent(project_dir: Path, name: str) -> tuple[str, str]:
+    import storage
+    from search._tracking import Tracker
+
+    tracker = Tracker(storage.resolve_tracking(None, project_dir))
+    experiment_id = tracker.experiment_id(name)
+    return experiment_id, tracker.start_parent(experiment_id, name, {"study": "resmlp"})
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def study_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same test against the embedded SQLite file and a real PostgreSQL database."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    import storage
+
+    project = tmp_path / "project"
+    project.mkdir()
+    return storage.sqlite_url(project / "optuna.db")
+
+
+@pytest.fixture
+def make_demo() -> Any:
+    """:func:`make_demo_study`, for tests that need a study in another state."""
+    return make_demo_study
+
+
+@pytest.fixture
+def demo_study(study_url: str, tmp_path: Path) -> DemoStudy:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    return make_demo_study(study_url, project)
+
+
+@pytest.fixture
+def sqlite_demo(tmp_path: Path) -> DemoStudy:
+    """The demo study in the embedded store only, for tests of what is drawn rather than stored."""
+    import storage
+
+    project = tmp_path / "project"
+    project.mkdir()
+    return make_demo_study(storage.sqlite_url(project / "optuna.db"), project)
+
+
+@pytest.fixture
+def search_main(capsys: pytest.CaptureFixture[str]) -> Any:
+    """Run ``search ARGV`` in this process (its imports are warm) through the console entry point;
+    returns ``(exit code, stdout, stderr)``."""
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        from search.cli import main
+
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -1,0 +1,81 @@
+"""Bad input: one line on stderr, exit code 2, and nothing created."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _assert_one_line_error(proc, fragment: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--trials", "0"], "--trials must be a positive number"),
+        (["--trials", "-3"], "--trials must be a positive number"),
+        (["--trials", "5", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe"),
+        (["--trials", "5", "--pruner", "wilcoxon"], "unknown pruner 'wilcoxon'"),
+        (["--trials", "5", "--pruner", "median:startup=x"], "bad pruner option"),
+    ],
+)
+def test_bad_start_flags(cli, tmp_path, args, fragment):
+    proc = cli("start", "--study", "resmlp", *args, cwd=tmp_path)
+    _assert_one_line_error(proc, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_study_lists_the_choices(cli, tmp_path):
+    proc = cli("start", "--study", "resnmlp", "--trials", "5", cwd=tmp_path)
+    _assert_one_line_error(proc, "unknown study 'resnmlp'; choose from resmlp, resnet, tinylm")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_project_directory(cli, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = cli("start", "--study", "resmlp", "--trials", "5", "--project-dir", str(blocker / "p"), cwd=tmp_path)
+    _assert_one_line_error(proc, "is not writable")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_study_file_without_a_study_object(cli, tmp_path):
+    (tmp_path / "mine.py").write_text("x = 1\n")
+    proc = cli("start", "--study", "mine.py", "--trials", "5", cwd=tmp_path)
+    _assert_one_line_error(proc, "mine.py")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+
+
+def test_missing_required_flag_is_one_line(cli, tmp_path):
+    proc = cli("start", "--study", "resmlp", cwd=tmp_path)
+    _assert_one_line_error(proc, "--trials")
+
+
+def test_worker_for_a_study_that_does_not_exist(cli, tmp_path):
+    proc = cli("worker", "--name", "nope", cwd=tmp_path)
+    _assert_one_line_error(proc, "no study 'nope' here")
+
+
+def test_studies_lists_builtins(cli, tmp_path):
+    proc = cli("studies", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["resmlp", "resnet", "tinylm"]
+
+
+def test_help_lists_commands_without_importing_heavy_libraries(cli, tmp_path):
+    import subprocess
+    import sys
+
+    proc = cli("--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "start" in proc.stdout and "worker" in proc.stdout
+    # --help answers at once because torch and mlflow (seconds to import) stay unimported.
+    probe = (
+        "import sys\nsys.argv = ['search', '--help']\nimport search.cli\n"
+        "print('torch' in sys.modules, 'mlflow' in sys.modules, 'optuna' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+    assert out == "False False False"

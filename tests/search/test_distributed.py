@@ -1,0 +1,137 @@
+"""Distributed search on the real PostgreSQL: workers started as separate OS processes, as nodes would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
+
+
+def _env(storage: str, tracking: str | None = None, project: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+    env.update(SEARCH_STORAGE=storage, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    if tracking:
+        env["SEARCH_TRACKING_URI"] = tracking
+    if project:
+        env["SEARCH_PROJECT_DIR"] = str(project)
+    return env
+
+
+def _search(*args: str, env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "search", *args], env=env, cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _wait_created(log: Path, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "' created; budget" in log.read_text(errors="replace"):
+            return
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.2)
+    raise AssertionError(f"study not created in time:\n{log.read_text()}")
+
+
+def _trials(storage: str, name: str):
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=storage.replace("postgresql://", "postgresql+psycopg2://")
+                             ).get_trials(deepcopy=False)  # fmt: skip
+
+
+def _finish(procs: list[subprocess.Popen[bytes]], timeout: float = 300) -> list[int]:
+    deadline = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=max(1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(-9)
+    return codes
+
+
+def test_exact_budget_with_eight_racing_workers(pg_databases, tmp_path):
+    from optuna.trial import TrialState
+
+    storage, tracking = pg_databases(), pg_databases()
+    env = _env(storage, tracking, tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    follower = _search("start", "--study", SLEEP_STUDY, "--trials", "40", "--workers", "0", "--no-retrain",
+                       "--pruner", "none", "--study-option", "epoch_seconds=0.05", "--study-option", "epochs=2",
+                       env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, follower)
+    workers = [
+        _search("worker", "--name", "sleep", env=env, cwd=tmp_path, log=tmp_path / f"w{i}.log") for i in range(8)
+    ]
+    codes = _finish(workers + [follower])
+    logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
+    assert codes == [0] * 9, logs
+    trials = _trials(storage, "sleep")
+    assert len(trials) == 40, logs
+    assert sorted(t.number for t in trials) == list(range(40))
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({t.user_attrs["worker"] for t in trials}) >= 2  # the workers really raced
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking.replace("postgresql://", "postgresql+psycopg2://"))
+    experiment = client.get_experiment_by_name("sleep")
+    runs = client.search_runs([experiment.experiment_id], "tags.`hpsearch.role` = 'trial'", max_results=100)
+    assert len(runs) == 40
+
+
+def test_late_joining_worker_shares_the_budget(pg_url, tmp_path):
+    from optuna.trial import TrialState
+
+    env = _env(pg_url, project=tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    start = _search("start", "--study", SLEEP_STUDY, "--trials", "12", "--workers", "1", "--no-retrain",
+                    "--pruner", "none", "--study-option", "epoch_seconds=0.4", "--study-option", "epochs=2",
+                    env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, start)
+    deadline = time.monotonic() + 180
+    while not any(t.state == TrialState.COMPLETE for t in _trials(pg_url, "sleep")):
+        assert time.monotonic() < deadline and start.poll() is None, start_log.read_text()
+        time.sleep(0.5)
+    late = _search("worker", "--name", "sleep", env=env, cwd=tmp_path, log=tmp_path / "late.log")
+    codes = _finish([late, start])
+    assert codes == [0, 0], start_log.read_text() + (tmp_path / "late.log").read_text()
+    trials = _trials(pg_url, "sleep")
+    assert len(trials) == 12 and all(t.state == TrialState.COMPLETE for t in trials)
+    hosts_pids = {t.user_attrs["worker"].split(":")[1] for t in trials}
+    assert len(hosts_pids) == 2, "the late worker ran no trial"
+
+
+def test_two_process_trial_prunes_every_rank_at_the_same_epoch(pg_url, tmp_path):
+    from optuna.trial import TrialState
+
+    env = _env(pg_url, project=tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    start = _search("start", "--study", "resmlp", "--trials", "5", "--workers", "0", "--no-retrain",
+                    "--pruner", "median:startup=1,warmup=0", "--study-option", "search_epochs=4",
+                    env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, start)
+    group = _search("worker", "--name", "resmlp", "--procs-per-trial", "2", env=env, cwd=tmp_path,
+                    log=tmp_path / "group.log")  # fmt: skip
+    codes = _finish([group, start])
+    assert codes == [0, 0], (tmp_path / "group.log").read_text()
+    trials = _trials(pg_url, "resmlp")
+    assert len(trials) == 5
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, "the median pruner pruned nothing"
+    for trial in trials:
+        ranks = trial.user_attrs["epochs_run_per_rank"]
+        assert ranks == [trial.user_attrs["epochs_run"]] * 2, (trial.number, ranks)
+    for trial in pruned:
+        assert trial.user_attrs["epochs_run"] == max(trial.intermediate_values) < 4

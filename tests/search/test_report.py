@@ -1,0 +1,89 @@
+"""`search report`: one self-contained page whose figures say what happened in the search."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import storage
+from search._coordinator import Coordinator
+from search._report import REPORT_ARTIFACT, PruningSavings, build_sections, pruning_savings, render_page
+
+FAKE_PASSWORD = "hunter2-secret"
+SECTIONS = ["history", "curves", "parallel", "importance", "savings", "timeline"]
+
+
+def _sections(demo) -> dict:
+    return {s.key: s for s in build_sections(Coordinator(demo.url, demo.name))}
+
+
+def test_page_is_self_contained_and_kept_on_the_parent_run(study_url, make_demo, tmp_path, search_main):
+    demo = make_demo(study_url, tmp_path / "project", tracking=True)
+    out = tmp_path / "out" / "report.html"
+    url = study_url.replace("root@", f"root:{FAKE_PASSWORD}@")
+    code, stdout, stderr = search_main(["report", "--name", "demo", "--storage", url,
+                                        "--project-dir", str(demo.project_dir), "-o", str(out)])  # fmt: skip
+    assert code == 0, stderr
+    page = out.read_text()
+    assert re.findall(r'data-figure="(\w+)"', page) == SECTIONS
+    assert page.count("plotly.js v") == 1  # the library inlined once, for every figure
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", page)  # nothing fetched from a CDN
+    assert FAKE_PASSWORD not in page + stdout + stderr
+    assert "best</th><td>0.4 (trial 2)" in page
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(storage.resolve_tracking(None, demo.project_dir).tracking_uri)
+    [parent] = client.search_runs([client.get_experiment_by_name("demo").experiment_id])
+    assert parent.info.run_id in stdout
+    artifact = Path(urlparse(parent.info.artifact_uri).path) / REPORT_ARTIFACT
+    assert artifact.read_text() == page
+
+
+def test_pruning_savings_count_epochs_of_complete_and_pruned_trials(sqlite_demo):
+    trials = Coordinator(sqlite_demo.url, sqlite_demo.name).load().get_trials(deepcopy=False)
+    # complete 4+4+4, pruned 2+1; the failed and the running trial are left out
+    assert pruning_savings(trials, search_epochs=4) == PruningSavings(trials=5, epochs_run=15, epochs_unpruned=20)
+    note = _sections(sqlite_demo)["savings"].note
+    assert "ran 15 of the 20 epochs" in note and "saved 5 epochs (25%)" in note
+
+
+def test_learning_curves_show_pruned_trials_cut_short(sqlite_demo):
+    figure = _sections(sqlite_demo)["curves"].figure
+    by_state: dict[str, list] = {}
+    for trace in figure.data:
+        by_state.setdefault(trace.legendgroup, []).append(trace)
+    assert {k: len(v) for k, v in by_state.items()} == {"COMPLETE": 3, "PRUNED": 2, "FAIL": 1, "RUNNING": 1}
+    assert all(max(t.x) == 4 for t in by_state["COMPLETE"])
+    assert sorted(max(t.x) for t in by_state["PRUNED"]) == [1, 2]
+    assert all(t.marker.symbol[-1] == "x" for t in by_state["PRUNED"])
+    assert [t.showlegend for t in by_state["PRUNED"]] == [True, False]  # one legend entry per state
+
+
+def test_timeline_has_one_row_per_worker(sqlite_demo):
+    figure = _sections(sqlite_demo)["timeline"].figure
+    rows = {(trace.name, y, text) for trace in figure.data for y, text in zip(trace.y, trace.text, strict=True)}
+    assert {r[1] for r in rows} == {"nodeA:11:0", "nodeB:22:0"}
+    assert ("complete", "nodeA:11:0", "2") in rows and ("running", "nodeB:22:0", "6") in rows
+
+
+def test_too_few_trials_give_notes_not_errors(make_demo, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    few = make_demo(storage.sqlite_url(project / "optuna.db"), project, trials=2, running=False)
+    sections = _sections(few)
+    assert sections["importance"].figure is None
+    assert "Not enough complete trials" in sections["importance"].note and "1 complete" in sections["importance"].note
+    empty = make_demo(storage.sqlite_url(project / "optuna.db"), project, name="empty", trials=0, running=False)
+    page = render_page(Coordinator(empty.url, "empty"), build_sections(Coordinator(empty.url, "empty")))
+    assert re.findall(r'data-(?:figure|note)="(\w+)"', page) == SECTIONS
+
+
+def test_attaching_needs_a_parent_run_unless_told_not_to(sqlite_demo, tmp_path, monkeypatch, search_main):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = search_main(["report", *sqlite_demo.flags()])
+    assert code == 2 and err.startswith("error: study 'demo' has no MLflow parent run"), err
+    code, out, _ = search_main(["report", *sqlite_demo.flags(), "--no-mlflow"])
+    assert code == 0 and out.startswith("wrote demo-report.html") and "attached" not in out
+    assert (tmp_path / "demo-report.html").stat().st_size > 1_000_000  # plotly.js is in it

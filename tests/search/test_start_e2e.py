@@ -1,0 +1,104 @@
+"""`search start` end to end on the embedded default, in an empty directory, as a user runs it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory, cli):
+    workdir = tmp_path_factory.mktemp("e2e")
+    proc = cli(
+        "start", "--study", "resmlp", "--trials", "8", "--workers", "2",
+        "--pruner", "median:startup=1,warmup=0",
+        "--study-option", "search_epochs=6", "--study-option", "full_epochs=15",
+        cwd=workdir, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return workdir, proc
+
+
+def _optuna_trials(workdir):
+    import optuna
+
+    study = optuna.load_study(study_name="resmlp", storage=f"sqlite:///{workdir}/.search/optuna.db")
+    return study.get_trials(deepcopy=False)
+
+
+def test_exactly_the_budget_of_trials_finished_some_pruned(finished_search):
+    from optuna.trial import TrialState
+
+    workdir, _ = finished_search
+    trials = _optuna_trials(workdir)
+    states = [t.state for t in trials]
+    assert len(trials) == 8
+    assert all(s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL) for s in states)
+    assert states.count(TrialState.PRUNED) >= 1
+    assert {t.user_attrs["worker"] for t in trials} and all("epochs_run" in t.user_attrs for t in trials)
+
+
+def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
+    from mlflow import MlflowClient
+
+    workdir, _ = finished_search
+    client = MlflowClient(f"sqlite:///{workdir}/.search/mlflow.db")
+    experiment = client.get_experiment_by_name("resmlp")
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    parents = [r for r in runs if r.data.tags.get("hpsearch.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("hpsearch.role") == "trial"]
+    assert len(parents) == 1 and len(children) == 8
+    parent_id = parents[0].info.run_id
+    assert all(r.data.tags["mlflow.parentRunId"] == parent_id for r in children)
+    by_trial = {t.number: t for t in _optuna_trials(workdir)}
+    for run in children:
+        trial = by_trial[int(run.data.tags["hpsearch.trial"])]
+        history = client.get_metric_history(run.info.run_id, "val_loss")
+        assert [m.step for m in history] == list(range(1, trial.user_attrs["epochs_run"] + 1))
+        assert run.data.tags["hpsearch.state"] == trial.state.name
+        assert "lr" in run.data.params and "lr" in run.data.metrics and "grad_norm" in run.data.metrics
+    pruned = [r for r in children if r.data.tags["hpsearch.state"] == "PRUNED"]
+    assert pruned and all("hpsearch.pruned_epoch" in r.data.tags for r in pruned)
+    assert "best_value" in parents[0].data.metrics
+
+
+def test_champion_model_predicts_raw_digits_test_rows(finished_search):
+    import mlflow
+
+    from studies._tabular import digits_table, split_indices
+
+    workdir, proc = finished_search
+    assert "models:/resmlp@champion" in proc.stdout
+    mlflow.set_tracking_uri(f"sqlite:///{workdir}/.search/mlflow.db")
+    client = mlflow.MlflowClient()
+    champion = client.get_model_version_by_alias("resmlp", "champion")
+    assert str(champion.version) == "1"
+    retrain_run = client.get_run(champion.run_id)
+    assert retrain_run.data.tags["retrain"] == "true"
+    artifacts = {a.path for a in client.list_artifacts(champion.run_id, "test")}
+    assert {"test/classification_report.txt", "test/confusion_matrix.png"} <= artifacts
+
+    model = mlflow.pyfunc.load_model("models:/resmlp@champion")
+    table = digits_table()
+    _, _, test_idx = split_indices(table.y, table.class_names, seed=0)
+    logits = model.predict(table.x[test_idx].astype(np.float32))
+    accuracy = float((np.asarray(logits).argmax(axis=1) == table.y[test_idx]).mean())
+    assert accuracy >= 0.9
+
+
+def test_summary_reports_overhead_and_next_steps(finished_search):
+    _, proc = finished_search
+    assert "service overhead per trial" in proc.stdout
+    assert "search dashboard --name resmlp" in proc.stdout
+
+
+def test_second_start_resumes_and_counts_finished_trials(finished_search, cli):
+    workdir, _ = finished_search
+    proc = cli("start", "--study", "resmlp", "--trials", "9", "--workers", "1", "--no-retrain",
+               "--pruner", "median:startup=1,warmup=0", "--study-option", "search_epochs=6",
+               "--study-option", "full_epochs=15", cwd=workdir)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed (8 trials already finished)" in proc.stdout
+    assert len(_optuna_trials(workdir)) == 9
