@@ -1,0 +1,24 @@
+"""Under CI a machine without Chromium must fail the browser tests: a skip there would pass unseen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize(("ci", "outcome", "code"), [("true", "1 error", 1), ("", "1 skipped", 0)])
+def test_missing_chromium_fails_under_ci_and_skips_elsewhere(ci, outcome, code, tmp_path):
+    env = {**os.environ, "CI": ci, "HPSEARCH_CHROMIUM": str(tmp_path / "no-chromium")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(HERE / "test_report_page.py"), "-p", "no:cacheprovider", "-q",
+         "--rootdir", str(HERE.parents[1])],
+        cwd=HERE.parents[1], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert outcome in proc.stdout and proc.returncode == code, proc.stdout
+    assert "no-chromium" in proc.stdout  # the message names what is missing

@@ -1,0 +1,49 @@
+"""Trials in MLflow: comparable runs (same names), listed under the study's run in `search mlflow`."""
+
+from __future__ import annotations
+
+import pytest
+from browser_helpers import free_port, screenshot, wait_for_text
+
+
+def _runs(small_search) -> tuple[object, list]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(small_search.tracking_uri)
+    experiment = client.get_experiment_by_name(small_search.name)
+    return client, client.search_runs([experiment.experiment_id], max_results=100)
+
+
+def test_trial_runs_share_param_and_metric_names(small_search):
+    """MLflow's compare view lines runs up by name: every trial must log the same keys."""
+    client, runs = _runs(small_search)
+    [parent] = [r for r in runs if r.data.tags.get("hpsearch.role") == "study"]
+    trials = [r for r in runs if r.data.tags.get("hpsearch.role") == "trial"]
+    assert sorted(r.info.run_name for r in trials) == [f"trial-{n}" for n in range(small_search.trials)]
+    assert {r.data.tags["mlflow.parentRunId"] for r in trials} == {parent.info.run_id}
+    assert len({frozenset(r.data.params) for r in trials}) == 1
+    trained = [r for r in trials if r.data.tags["hpsearch.state"] in ("COMPLETE", "PRUNED")]
+    assert trained and len({frozenset(r.data.metrics) for r in trained}) == 1
+    assert {"val_loss", "train_loss", "lr"} <= set(trained[0].data.metrics)
+    for run in trained:  # one point per epoch run, on the same step axis
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")]
+        assert steps == list(range(1, int(run.data.tags["hpsearch.epochs_run"]) + 1))
+
+
+@pytest.mark.browser
+def test_mlflow_ui_lists_the_trials_under_the_study_run(small_search, serve, driver):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port = free_port()
+    server = serve(["mlflow", "--name", small_search.name, "--port", str(port)], cwd=small_search.workdir)
+    url = server.wait_for_url(timeout=180)
+    assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/") and url.endswith("/runs")
+    driver.get(url)
+    wait_for_text(driver, small_search.name, "Training runs")
+    if "trial-0" not in driver.find_element(By.TAG_NAME, "body").text:
+        # Child runs start folded under their parent: unfold it with the row's expander button.
+        expander = ".ag-row button[data-component-id*='runnamecellrenderer']"
+        WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, expander))[0].click()
+    wait_for_text(driver, *(f"trial-{n}" for n in range(small_search.trials)))
+    screenshot(driver, "mlflow-runs")
