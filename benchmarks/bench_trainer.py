@@ -1,0 +1,146 @@
+"""Training throughput of ``trainer.fit`` against a plain PyTorch loop, in one process.
+
+The baseline is the loop tutorials write: a shuffling DataLoader over a TensorDataset, AdamW,
+``loss.item()`` each step for the running loss. Both train the same residual MLP
+(128 -> 256 x 4 blocks -> 10) on the same random rows for the same epochs, batch 64. Runs are
+interleaved (the order flips every repeat) so drifting machine load hits both alike. Each call is
+timed whole, so the trainer's set-up and its (one-batch) validation count against it. Throughput is
+given per wall second and per CPU second of this process; on a shared machine the CPU figure is
+the steadier one, since it does not count time the process spent waiting for a core.
+
+    python benchmarks/bench_trainer.py --device cpu --epochs 3 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainer
+
+BATCH = 64
+LR = 1e-3
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, dropout: float) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(width, width), nn.LayerNorm(width), nn.GELU(), nn.Dropout(dropout))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.body(x)
+
+
+def residual_mlp(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    blocks = [Block(256, 0.1) for _ in range(4)]
+    return nn.Sequential(nn.Linear(128, 256), *blocks, nn.Linear(256, 10))
+
+
+def baseline(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace) -> int:
+    """The tutorial loop; returns the number of samples trained."""
+    device = torch.device(args.device)
+    model.to(device).train()
+    loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    autocast = (
+        torch.autocast(device.type, dtype=torch.bfloat16)
+        if args.mixed_precision == "bf16"
+        else contextlib.nullcontext()
+    )
+    seen, running_loss = 0, 0.0
+    for _ in range(args.epochs):
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            optimizer.zero_grad()
+            with autocast:
+                loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+            seen += len(yb)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return seen
+
+
+def with_trainer(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace) -> int:
+    """``trainer.fit``; returns the number of samples trained (whole batches only, by design)."""
+    config = trainer.TrainConfig(
+        epochs=args.epochs,
+        batch_size=BATCH,
+        lr=LR,
+        mixed_precision=args.mixed_precision,
+        cpu=args.device == "cpu",
+    )
+    val = trainer.TensorData(x[:BATCH], y[:BATCH])  # one batch: validation is timed here too
+    trainer.fit(model, trainer.TensorData(x, y), val, trainer.Classification(10), config)
+    return args.epochs * (len(x) // BATCH) * BATCH
+
+
+Runner = Callable[[nn.Module, Tensor, Tensor, argparse.Namespace], int]
+
+
+def timed(run: Runner, x: Tensor, y: Tensor, args: argparse.Namespace, seed: int) -> tuple[float, float]:
+    """(samples per wall second, samples per CPU second) of one whole call."""
+    model = residual_mlp(seed)
+    wall, cpu = time.perf_counter(), time.process_time()
+    samples = run(model, x, y, args)
+    return samples / (time.perf_counter() - wall), samples / (time.process_time() - cpu)
+
+
+def measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(args.rows, 128, generator=generator)
+    y = torch.randint(0, 10, (args.rows,), generator=generator)
+    runners: dict[str, Runner] = {"baseline": baseline, "trainer": with_trainer}
+    warmup = argparse.Namespace(**{**vars(args), "epochs": 1})
+    for run in runners.values():  # first-call costs (kernel selection, Accelerate state) are not timed
+        run(residual_mlp(0), x[:2000], y[:2000], warmup)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
+    for repeat in range(args.repeats):
+        order = list(runners) if repeat % 2 == 0 else list(reversed(runners))
+        for name in order:
+            results[name].append(timed(runners[name], x, y, args, seed=repeat))
+        line = "   ".join(f"{n} {results[n][-1][0]:7.0f} ({results[n][-1][1]:7.0f} cpu)" for n in runners)
+        print(f"repeat {repeat + 1}: {line}  samples/s", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--mixed-precision", choices=["no", "bf16"], default="no")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available")
+    print(
+        f"device={args.device} mixed_precision={args.mixed_precision} epochs={args.epochs} "
+        f"repeats={args.repeats} rows={args.rows} batch={BATCH} torch_threads={torch.get_num_threads()}"
+    )
+    results = measure(args)
+    for clock, column in (("wall", 0), ("cpu", 1)):
+        base = statistics.median(r[column] for r in results["baseline"])
+        ours = statistics.median(r[column] for r in results["trainer"])
+        print(
+            f"{clock:>4} clock, median: baseline {base:7.0f} samples/s   trainer {ours:7.0f} samples/s   "
+            f"ratio trainer/baseline {ours / base:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

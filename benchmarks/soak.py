@@ -1,0 +1,256 @@
+"""Soak: a study under fire, then a count of what it lost.
+
+``search start --workers 0`` follows a study of short sleep-study trials while this script keeps
+``--workers`` ``search worker`` processes running, SIGKILLs a random one every few seconds (and
+starts a replacement, as a preempted node is replaced) and restarts PostgreSQL ``--pg-restarts``
+times mid-study. When the study is done it reads the trials back and prints:
+
+    requested  the trial budget
+    finished   logical trials that reached a final state (a retry continues its trial)
+    lost       logical trials whose final state is FAIL (the sleep study never fails by itself)
+    duplicated logical trials that finished more than once, plus any beyond the budget
+    running    trials left RUNNING or WAITING
+
+The target is requested == finished and 0 / 0 / 0. Not a test: it takes minutes, and it restarts
+the local PostgreSQL cluster (with pg_ctlcluster; it is always left running).
+
+    python benchmarks/soak.py                       # 200 trials, 8 workers, a kill every ~4 s
+    python benchmarks/soak.py --trials 60 --workers 4 --kill-every 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy
+
+ROOT = Path(__file__).resolve().parents[1]
+SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
+STUDY = "soak"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between worker kills")
+    parser.add_argument("--pg-restarts", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epoch-seconds", type=float, default=0.3)
+    parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
+    parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/postgres")
+    parser.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, help="keep project and logs here [a temporary directory]")
+    return parser.parse_args()
+
+
+class Soak:
+    """The follower, the workers and the database of one soak run."""
+
+    def __init__(self, args: argparse.Namespace, url: str, workdir: Path) -> None:
+        self.args, self.url, self.workdir = args, url, workdir
+        self.logs = workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+        self.env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+        self.where = ["--storage", url, "--project-dir", str(workdir / "project")]
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.started = self.killed = self.restarts = 0
+
+    def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
+        with open(self.logs / log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "search", *args], cwd=self.workdir, env=self.env,
+                                    stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+    def start_follower(self) -> subprocess.Popen[bytes]:
+        a = self.args
+        return self.spawn([
+            "start", "--study", str(SLEEP_STUDY), "--name", STUDY, "--trials", str(a.trials), "--workers", "0",
+            "--heartbeat-interval", "1", "--grace-period", "3", "--max-retries", str(a.max_retries),
+            "--pruner", "none", "--no-retrain", "--quiet", "--study-option", f"epochs={a.epochs}",
+            "--study-option", f"epoch_seconds={a.epoch_seconds}", "--seed", str(a.seed), *self.where,
+        ], "start.log")  # fmt: skip
+
+    def start_worker(self) -> None:
+        self.started += 1
+        self.workers.append(self.spawn(["worker", "--name", STUDY, *self.where], f"worker-{self.started:03d}.log"))
+
+    def kill_one(self, rng: random.Random) -> None:
+        alive = [p for p in self.workers if p.poll() is None]
+        if alive:
+            victim = rng.choice(alive)
+            victim.kill()
+            victim.wait()
+            self.workers.remove(victim)
+            self.killed += 1
+            self.start_worker()
+
+    def keep_staffed(self) -> None:
+        """A worker that exited with an error is replaced; one that found the study done is not."""
+        for proc in list(self.workers):
+            if proc.poll() not in (None, 0):
+                self.workers.remove(proc)
+                print(f"  a worker exited with code {proc.returncode}; starting another", flush=True)
+                self.start_worker()
+
+    def stop_workers(self, grace: float = 30) -> None:
+        deadline = time.monotonic() + grace
+        for proc in self.workers:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_until_ready(url: str, timeout: float = 120) -> None:
+    """Until ``search start`` has created the study and its MLflow parent run (workers need both)."""
+    engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
+    query = sqlalchemy.text(
+        "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
+        "WHERE s.study_name = :n AND a.key = 'hpsearch.mlflow_parent_run_id'"
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    if conn.execute(query, {"n": STUDY}).scalar():
+                        return
+            except sqlalchemy.exc.ProgrammingError:  # no tables yet
+                pass
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+    raise SystemExit("the study was not created in time; see start.log")
+
+
+def finished_count(engine: sqlalchemy.engine.Engine) -> int:
+    query = sqlalchemy.text(
+        "SELECT count(*) FROM trials t WHERE t.state IN ('COMPLETE', 'PRUNED', 'FAIL') AND NOT EXISTS "
+        "(SELECT 1 FROM trial_system_attributes a WHERE a.trial_id = t.trial_id AND a.key = 'failed_trial')"
+    )
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(query).scalar() or 0)
+    except sqlalchemy.exc.OperationalError:  # mid-restart
+        return 0
+
+
+def restart_postgres() -> None:
+    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+
+
+def ensure_postgres_running() -> None:
+    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+    command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main"]
+    if subprocess.run([*command, "status"], capture_output=True, timeout=30).returncode != 0:
+        subprocess.run([*command, "start"], check=True, capture_output=True, timeout=120)
+
+
+def run(soak: Soak) -> int:
+    """Run the study under fire; return the follower's exit code."""
+    args = soak.args
+    rng = random.Random(args.seed)
+    follower = soak.start_follower()
+    wait_until_ready(soak.url)
+    for _ in range(args.workers):
+        soak.start_worker()
+    # Restarts happen when these numbers of trials have finished (e.g. at 1/3 and 2/3 of the budget).
+    restart_at = [args.trials * (i + 1) // (args.pg_restarts + 1) for i in range(args.pg_restarts)]
+    engine = sqlalchemy.create_engine(soak.url, pool_pre_ping=True)
+    next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * args.kill_every
+    deadline = time.monotonic() + args.timeout
+    try:
+        while follower.poll() is None:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the study did not finish within {args.timeout:.0f} s")
+            if time.monotonic() >= next_kill:
+                soak.kill_one(rng)
+                next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * args.kill_every
+            if restart_at and finished_count(engine) >= restart_at[0]:
+                restart_at.pop(0)
+                print(f"  restarting PostgreSQL ({finished_count(engine)} trials finished)", flush=True)
+                restart_postgres()
+                soak.restarts += 1
+            soak.keep_staffed()
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+        soak.stop_workers()
+        if follower.poll() is None:
+            follower.kill()
+    return int(follower.returncode)
+
+
+def tally(url: str, budget: int) -> dict[str, int]:
+    import storage
+
+    backend = storage.open_optuna_storage(url)
+    try:
+        trials = backend.get_all_trials(backend.get_study_id_from_name(STUDY))
+    finally:
+        backend.engine.dispose()
+    attempts: dict[int, list[Any]] = defaultdict(list)
+    for trial in trials:
+        attempts[int(trial.system_attrs.get("failed_trial", trial.number))].append(trial)
+    final = {n: max(tries, key=lambda t: t.number) for n, tries in attempts.items()}
+    ended = {n: t for n, t in final.items() if t.state.name in ("COMPLETE", "PRUNED", "FAIL")}
+    twice = sum(sum(t.state.name in ("COMPLETE", "PRUNED") for t in tries) > 1 for tries in attempts.values())
+    retries = [t for t in trials if "failed_trial" in t.system_attrs and t.state.name in ("COMPLETE", "PRUNED")]
+    return {
+        "requested": budget,
+        "finished": len(ended),
+        "lost": sum(t.state.name == "FAIL" for t in ended.values()),
+        "duplicated": twice + max(0, len(attempts) - budget),
+        "running": sum(t.state.name in ("RUNNING", "WAITING") for t in trials),
+        "attempts": len(trials),
+        "resumed": sum(t.user_attrs.get("resumed_from_epoch", 0) > 0 for t in retries),
+        "retried": len(retries),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    name = f"hpsearch_soak_{uuid.uuid4().hex[:8]}"
+    admin = sqlalchemy.create_engine(args.admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    url = args.admin_url.rsplit("/", 1)[0] + f"/{name}"
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="hpsearch-soak-"))
+    soak = Soak(args, url, workdir)
+    started = time.monotonic()
+    print(f"soak: {args.trials} trials, {args.workers} workers, a kill every ~{args.kill_every:g} s, "
+          f"{args.pg_restarts} PostgreSQL restarts; logs in {soak.logs}", flush=True)  # fmt: skip
+    try:
+        code = run(soak)
+        counts = tally(url, args.trials)
+    finally:
+        ensure_postgres_running()
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+    print(f"done in {time.monotonic() - started:.0f} s: search start exited {code}; {soak.killed} workers killed, "
+          f"{soak.started} started, {soak.restarts} PostgreSQL restarts; {counts['attempts']} attempts, "
+          f"{counts['retried']} retries finished ({counts['resumed']} resumed from a checkpoint)")  # fmt: skip
+    print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
+          f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
+    ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
+    sys.exit(0 if ok and code == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
