@@ -25,6 +25,7 @@ SPEC_ATTR = "hpsearch.spec"
 BUDGET_ATTR = "hpsearch.budget"
 PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
 EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
+WORKERS_ATTR = "hpsearch.workers_joined"
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Coordinator:
             raise
         return study, True
 
-    def load(self, record: StudyRecord | None = None, worker_index: int = 0) -> optuna.Study:
+    def load(self, record: StudyRecord | None = None, worker_ordinal: int = 0) -> optuna.Study:
         import optuna
 
         if not self.exists():
@@ -133,8 +134,24 @@ class Coordinator:
         self.apply(record)
         return optuna.load_study(
             study_name=self.study_name, storage=self.storage,
-            sampler=self._sampler(record, worker_index), pruner=self._pruner(record),
+            sampler=self._sampler(record, worker_ordinal), pruner=self._pruner(record),
         )  # fmt: skip
+
+    def join(self) -> int:
+        """A number no other worker of this study has had, handed out under the study lock.
+
+        It seeds this worker's sampler: workers on different nodes (each numbering its local
+        processes from 0) must not share a seed, or they propose the same trials.
+        """
+
+        def attempt() -> int:
+            with st.study_lock(self.storage.engine, self.url, self.study_name):
+                study_id = self.storage.get_study_id_from_name(self.study_name)
+                ordinal = int(self.storage.get_study_user_attrs(study_id).get(WORKERS_ATTR, 0))
+                self.storage.set_study_user_attr(study_id, WORKERS_ATTR, ordinal + 1)
+            return ordinal
+
+        return retrying(attempt, "joining the study")
 
     def delete(self) -> None:
         import optuna
@@ -159,11 +176,11 @@ class Coordinator:
             )
 
     @staticmethod
-    def _sampler(record: StudyRecord, worker_index: int) -> Any:
+    def _sampler(record: StudyRecord, worker_ordinal: int) -> Any:
         from search._algorithms import make_sampler
 
         # Workers with one seed would propose identical trials from identical histories.
-        seed = None if record.seed is None else record.seed + 7919 * worker_index
+        seed = None if record.seed is None else record.seed + 7919 * worker_ordinal
         return make_sampler(record.sampler, seed)
 
     @staticmethod

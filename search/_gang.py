@@ -82,7 +82,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
     from search._trial import run_trial
     from search._worker import IDLE_POLL_S, connect
 
-    ctx = connect(loc, study_name, index, worker_id)
+    ctx = connect(loc, study_name, worker_id)
     ctx.gang = Gang()
     _broadcast(("setup", ctx.record.study_ref, ctx.record.options, ctx.record.seed))
     while True:

@@ -90,6 +90,8 @@ def run_start(kwargs: dict[str, Any], debug: bool) -> int:
         if workers > 0:
             procs = _start.spawn_workers(loc, prepared.name, workers, gpus, debug)
             codes = _start.wait_for_workers(procs, follow)
+            if not _budget_spent(coordinator):
+                _start.check_some_worker_succeeded(codes, loc)
             _report_worker_codes(codes, loc)
         follow_until_done(coordinator, follower)
     except KeyboardInterrupt:
@@ -117,6 +119,10 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
                 and counts.state("WAITING") == 0:  # fmt: skip
             return
         time.sleep(poll)
+
+
+def _budget_spent(coordinator: Coordinator) -> bool:
+    return coordinator.counts().finished_logical >= coordinator.budget()
 
 
 def _report_worker_codes(codes: list[int], loc: Locations) -> None:
@@ -168,7 +174,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         import os
 
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
-    ctx = connect(loc, coordinator.study_name, index, default_worker_id(index))
+    ctx = connect(loc, coordinator.study_name, default_worker_id(index))
     try:
         report = run_worker(ctx)
     except KeyboardInterrupt:

@@ -67,6 +67,8 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
     ref = study_ref(opts.study)
     study = load_study(ref, opts.study_options)
+    # A bad data file must fail here, in one line, not in every worker after the study exists.
+    study.load_data()
     record = StudyRecord(
         study_ref=ref, metric=study.metric, direction=study.direction,
         search_epochs=study.search_fidelity.epochs, sampler=opts.sampler, pruner=opts.pruner,
@@ -169,3 +171,14 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any) -> list[
 
 def worker_logs(loc: Locations) -> Path:
     return loc.project_dir / "logs"
+
+
+def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:
+    """All local workers failing is an error to report, not a study to wait on forever."""
+    if not codes or any(code == 0 for code in codes):
+        return
+    log_file = worker_logs(loc) / "worker-0.log"
+    lines = [line for line in log_file.read_text(errors="replace").splitlines() if line.strip()] \
+        if log_file.exists() else []  # fmt: skip
+    last = f": {lines[-1].strip()}" if lines else ""
+    raise SearchError(f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}")

@@ -40,7 +40,7 @@ def search_subset(data: TrainData, fraction: float, seed: int) -> TrainData:
     return torch.utils.data.Subset(data, indices.tolist())
 
 
-def connect(loc: Locations, study_name: str, worker_index: int, worker_id: str) -> WorkerContext:
+def connect(loc: Locations, study_name: str, worker_id: str) -> WorkerContext:
     """Open the study and MLflow, load the data: everything a worker does once."""
     from search._catalog import load_study
     from search._coordinator import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
@@ -49,7 +49,7 @@ def connect(loc: Locations, study_name: str, worker_index: int, worker_id: str) 
     from storage import resolve_tracking
 
     coordinator = Coordinator(loc.storage_url, study_name)
-    optuna_study = coordinator.load(worker_index=worker_index)
+    optuna_study = coordinator.load(worker_ordinal=coordinator.join())
     record = coordinator.read_record()
     attrs = optuna_study.user_attrs
     if PARENT_RUN_ATTR not in attrs:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PG_ADMIN_URL = os.environ.get("HPSEARCH_TEST_PG", "postgresql+psycopg2://root@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get("HPSEARCH_TEST_PG", "postgresql+psycopg2://root@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROOT = Path(__file__).resolve().parents[1]
 

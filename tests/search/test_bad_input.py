@@ -79,3 +79,22 @@ def test_help_lists_commands_without_importing_heavy_libraries(cli, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
     assert out == "False False False"
+
+
+def test_bad_data_file_fails_before_anything_is_created(cli, tmp_path):
+    (tmp_path / "rows.csv").write_text("a,b\n1,2\n3,4\n")
+    proc = cli("start", "--study", "resmlp", "--trials", "5", "--study-option", "path=rows.csv",
+               "--study-option", "target=label", cwd=tmp_path)  # fmt: skip
+    _assert_one_line_error(proc, "label")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]
+
+
+def test_start_stops_with_one_line_when_every_local_worker_fails(cli, tmp_path):
+    from pathlib import Path
+
+    study_file = Path(__file__).parent / "data" / "vanishing_data_study.py"
+    marker = tmp_path / "read-once"
+    proc = cli("start", "--study", str(study_file), "--trials", "3", "--workers", "2", "--no-retrain", "--quiet",
+               "--study-option", f"marker={marker}", cwd=tmp_path)  # fmt: skip
+    _assert_one_line_error(proc, "all 2 local workers failed")
+    assert "is gone" in proc.stderr  # the reason, from the worker's log

@@ -82,6 +82,8 @@ def test_exact_budget_with_eight_racing_workers(pg_databases, tmp_path):
     assert sorted(t.number for t in trials) == list(range(40))
     assert all(t.state == TrialState.COMPLETE for t in trials)
     assert len({t.user_attrs["worker"] for t in trials}) >= 2  # the workers really raced
+    # Every worker numbers itself 0, as on separate nodes: one shared seed would repeat params.
+    assert len({(t.params["x"], t.params["lr"]) for t in trials}) == 40, "workers proposed the same params"
 
     from mlflow import MlflowClient
 

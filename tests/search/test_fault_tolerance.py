@@ -338,7 +338,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     opts = StartOptions(study=str(SLEEP_STUDY), trials=1, heartbeat_interval=1, grace_period=1, pruner="none",
                         study_options={"epoch_seconds": 0.0})  # fmt: skip
     create_or_resume(loc, prepare(opts), 1)
-    ctx = connect(loc, "sleep", 0, "test-worker")
+    ctx = connect(loc, "sleep", "test-worker")
     dead, _ = ctx.coordinator.claim(ctx.optuna_study)
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, "dead", "trial", {})
     dead.set_user_attr("mlflow_run_id", run.run_id)
