@@ -8,6 +8,7 @@ as every searched one.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,12 +190,18 @@ def _move_champion(tracker: Any, name: str, version: str, key: str, metrics: dic
         current = client.get_model_version_by_alias(name, CHAMPION)
     except MlflowException:
         current = None
-    if current is not None and new_value is not None:
+    if current is not None:
+        if new_value is None or math.isnan(new_value):
+            note = f"champion stays at version {current.version}: version {version} has no {key} to compare"
+            return False, str(current.version), [note]
         old_value = client.get_run(current.run_id).data.metrics.get(key)
-        better = old_value is None or (new_value < old_value if direction == "minimize" else new_value > old_value)
-        if not better:
+        if old_value is not None and not math.isnan(old_value) and not _beats(new_value, old_value, direction):
             note = (f"champion stays at version {current.version}: its {key} {old_value:.4f} is not beaten "
                     f"by version {version}'s {new_value:.4f}")  # fmt: skip
             return False, str(current.version), [note]
     client.set_registered_model_alias(name, CHAMPION, version)
     return True, version, []
+
+
+def _beats(new: float, old: float, direction: str) -> bool:
+    return new < old if direction == "minimize" else new > old
