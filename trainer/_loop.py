@@ -54,6 +54,7 @@ class _Run:
     history: list[dict[str, float]] = field(default_factory=list)
     train_samples: int = 0
     train_seconds: float = 0.0
+    callback_seconds: float = 0.0
 
 
 def fit(
@@ -97,7 +98,7 @@ def _train(run: _Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | 
     for epoch in range(run.epoch + 1, run.config.epochs + 1):
         metrics = _train_epoch(run, epoch)
         _record(run, epoch, metrics)
-        if _should_stop(run.accelerator, hooks, sink, epoch, metrics):
+        if _should_stop(run, hooks, sink, epoch, metrics):
             return epoch
     return None
 
@@ -210,16 +211,19 @@ def _improves(value: float, best: float) -> bool:
 
 
 def _should_stop(
-    accelerator: Accelerator,
+    run: _Run,
     hooks: Sequence[Hook],
     sink: MetricsSink | None,
     epoch: int,
     metrics: Mapping[str, float],
 ) -> bool:
+    accelerator = run.accelerator
     if accelerator.is_main_process:
+        started = time.perf_counter()
         if sink is not None:
             sink.log(dict(metrics), step=epoch)
         votes = [hook(epoch, dict(metrics)) for hook in hooks]  # every hook sees every epoch
+        run.callback_seconds += time.perf_counter() - started  # the caller's time, not training's
         if any(votes):
             accelerator.set_trigger()
     return accelerator.check_trigger()
@@ -290,6 +294,7 @@ def _result(run: _Run, stopped_epoch: int | None, seconds: float) -> FitResult:
         effective_batch_size=config.batch_size * accelerator.num_processes * config.grad_accum_steps,
         samples_per_second=run.train_samples / run.train_seconds if run.train_seconds > 0 else 0.0,
         fit_seconds=seconds,
+        callback_seconds=run.callback_seconds,
         resumed_from_epoch=run.resumed_from,
         best_checkpoint=None if run.checkpoints is None else run.checkpoints.best_path,
     )

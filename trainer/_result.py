@@ -28,6 +28,8 @@ class FitResult:
     """Training samples per second over this call, validation excluded."""
     fit_seconds: float = 0.0
     """Wall time of this call."""
+    callback_seconds: float = 0.0
+    """Part of ``fit_seconds`` spent in the caller's hooks and metrics sink (main process)."""
     resumed_from_epoch: int = 0
     """Epoch of the checkpoint this call resumed from (0 = started fresh)."""
     best_checkpoint: Path | None = None

@@ -143,3 +143,19 @@ def test_grad_norm_is_the_global_norm_before_clipping(max_grad_norm: float | Non
     config = trainer.TrainConfig(epochs=1, batch_size=64, max_grad_norm=max_grad_norm)  # one step
     result = trainer.fit(model, data, blobs(32, seed=1), trainer.Classification(3), config)
     assert result.history[0]["grad_norm"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_time_in_hooks_and_sink_is_reported_apart_from_training() -> None:
+    import time
+
+    class SlowSink:
+        def log(self, metrics, step: int) -> None:
+            time.sleep(0.15)  # a tracker on a slow network
+
+    def slow_hook(epoch: int, metrics) -> bool:
+        time.sleep(0.1)
+        return False
+
+    result = _fit_blobs(trainer.TrainConfig(epochs=2, batch_size=16), hooks=[slow_hook], sink=SlowSink())
+    assert 0.5 <= result.callback_seconds < result.fit_seconds
+    assert _fit_blobs(trainer.TrainConfig(epochs=2, batch_size=16)).callback_seconds < 0.05
