@@ -111,8 +111,9 @@ class Coordinator:
             study.set_user_attr(BUDGET_ATTR, budget)
             return study, False
         self.apply(record)
+        direction = optuna.study.StudyDirection[record.direction.upper()]
         study = optuna.create_study(
-            storage=self.storage, study_name=self.study_name, direction=record.direction,
+            storage=self.storage, study_name=self.study_name, direction=direction,
             sampler=self._sampler(record, 0), pruner=self._pruner(record),
         )  # fmt: skip
         try:

@@ -169,7 +169,9 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, ckpt_dir: Path
     ctx.tracker.log_params(run.run_id, {"trial_number": trial.number, **params_dict(params)})
     model = ctx.study.build_model(params, ctx.data)
     config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
-        checkpoint_dir=ckpt_dir, resume=True, keep_last=2  # two, so a damaged newest one has a fallback
+        checkpoint_dir=ckpt_dir,
+        resume=True,
+        keep_last=2,  # two, so a damaged newest one has a fallback
     )
     hook = PruningHook(trial, ctx.record.metric)
     result = trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=run)

@@ -134,6 +134,4 @@ def _find_study(module: ModuleType, path: Path, options: Mapping[str, Any]) -> A
         raise StudyLoadError(
             f"{path} defines several study objects ({', '.join(candidates)}); name the one to use `study`"
         )
-    raise StudyLoadError(
-        f"no study found in {path}: define a module-level `study` or a make_study() function"
-    )
+    raise StudyLoadError(f"no study found in {path}: define a module-level `study` or a make_study() function")

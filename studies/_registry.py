@@ -49,16 +49,12 @@ def get_study(name_or_path: str, **options: Any) -> Study:
     available = list_studies()
     if name_or_path not in available:
         choices = ", ".join(sorted(available))
-        raise StudyLoadError(
-            f"unknown study {name_or_path!r}; choose from {choices}, or a path to a .py file"
-        )
+        raise StudyLoadError(f"unknown study {name_or_path!r}; choose from {choices}, or a path to a .py file")
     module_path = BUILTINS[name_or_path]
     try:
         module = importlib.import_module(module_path)
     except Exception as error:
-        raise StudyLoadError(
-            f"study {name_or_path!r} cannot be imported: {type(error).__name__}: {error}"
-        ) from error
+        raise StudyLoadError(f"study {name_or_path!r} cannot be imported: {type(error).__name__}: {error}") from error
     factory = getattr(module, "make_study", None)
     if not callable(factory):
         raise StudyLoadError(f"study {name_or_path!r}: {module_path} has no make_study() function")

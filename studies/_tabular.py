@@ -142,9 +142,7 @@ def split_indices(y: np.ndarray, class_names: list[str], seed: int) -> tuple[np.
     counts = np.bincount(y, minlength=len(class_names))
     small = [f"{class_names[i]!r} ({n} rows)" for i, n in enumerate(counts) if n < MIN_CLASS_ROWS]
     if small:
-        raise DataError(
-            f"too few rows to split class {', '.join(small)}; each class needs at least {MIN_CLASS_ROWS}"
-        )
+        raise DataError(f"too few rows to split class {', '.join(small)}; each class needs at least {MIN_CLASS_ROWS}")
     rng = np.random.default_rng(seed)
     parts: list[list[np.ndarray]] = [[], [], []]
     for label in range(len(class_names)):

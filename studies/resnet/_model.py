@@ -128,9 +128,7 @@ class ResNet(nn.Module):
         return self.head(torch.flatten(self.pool(x), 1))
 
 
-def build_resnet(
-    params: ResNetParams, in_channels: int, n_classes: int, image_size: int, stages: int = 3
-) -> ResNet:
+def build_resnet(params: ResNetParams, in_channels: int, n_classes: int, image_size: int, stages: int = 3) -> ResNet:
     """The ResNet that ``params`` describe, for images of ``in_channels x image_size x image_size``."""
     augment = Augment.from_strength(params.augment, image_size)
     return ResNet(in_channels, n_classes, params.width, params.blocks, stages, augment)

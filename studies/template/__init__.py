@@ -26,9 +26,7 @@ def render_template(name: str) -> str:
         ValueError: ``name`` is not a valid study name.
     """
     if not _NAME.fullmatch(name):
-        raise ValueError(
-            f"study name must start with a letter and use only letters, digits, '_' and '-', got {name!r}"
-        )
+        raise ValueError(f"study name must start with a letter and use only letters, digits, '_' and '-', got {name!r}")
     source = resources.files(__package__).joinpath(TEMPLATE_FILE).read_text(encoding="utf-8")
     return string.Template(source).substitute(name=name, class_name=class_name(name))
 

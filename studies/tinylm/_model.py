@@ -26,9 +26,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-        )
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
         return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(b, t, c)))
 
 
@@ -67,9 +65,7 @@ class TinyLM(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, params.width)
         self.position_embedding = nn.Embedding(params.context, params.width)
         self.dropout = nn.Dropout(params.dropout)
-        self.blocks = nn.ModuleList(
-            Block(params.width, params.heads, params.dropout) for _ in range(params.layers)
-        )
+        self.blocks = nn.ModuleList(Block(params.width, params.heads, params.dropout) for _ in range(params.layers))
         self.ln_f = nn.LayerNorm(params.width)
         self.head = nn.Linear(params.width, vocab_size, bias=False)
         self.apply(_init_weights)

@@ -41,9 +41,7 @@ class TinyLMStudy:
         if self.context < 2:
             raise ValueError(f"option context must be >= 2, got {self.context}")
         if self.max_chars < 20 * self.context:
-            raise ValueError(
-                f"option max_chars must be >= 20 x context ({20 * self.context}), got {self.max_chars}"
-            )
+            raise ValueError(f"option max_chars must be >= 20 x context ({20 * self.context}), got {self.max_chars}")
         if self.batch_size < 1:
             raise ValueError(f"option batch_size must be >= 1, got {self.batch_size}")
 

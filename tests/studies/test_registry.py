@@ -40,9 +40,7 @@ def test_bad_option_names_and_values() -> None:
         studies.get_study("resmlp", data="imagenet")
 
 
-def test_missing_or_broken_builtin_does_not_break_the_others(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_or_broken_builtin_does_not_break_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "hpsearch_broken_study.py").write_text('"""Always fails."""\nraise RuntimeError("boom")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(_registry.BUILTINS, "ghost", "hpsearch_no_such_module")

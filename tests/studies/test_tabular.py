@@ -131,9 +131,7 @@ def _write(path: Path, frame: pd.DataFrame) -> Path:
         ("no_target.csv", "a,label\n1,x\n2,\n", "missing values in columns: label (target)"),
     ],
 )
-def test_bad_files_raise_one_clear_data_error(
-    tmp_path: Path, name: str, text: str | None, phrase: str
-) -> None:
+def test_bad_files_raise_one_clear_data_error(tmp_path: Path, name: str, text: str | None, phrase: str) -> None:
     path = tmp_path / name
     if text is not None:
         path.write_text(text)

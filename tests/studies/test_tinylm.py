@@ -149,9 +149,7 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients(
     x, y = tensors(data.train).x[:4], tensors(data.train).y[:4]
     results = []
     for params in (plain, checkpointed):
-        study = make_study(
-            context=32, max_chars=12_000, activation_checkpointing=params.activation_checkpointing
-        )
+        study = make_study(context=32, max_chars=12_000, activation_checkpointing=params.activation_checkpointing)
         model = study.build_model(params, data).train()
         torch.manual_seed(0)  # the same dropout masks; recomputation in backward replays them
         loss = data.task.loss(model(x), y)
