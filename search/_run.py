@@ -82,8 +82,9 @@ def run_start(kwargs: dict[str, Any], debug: bool) -> int:
     storage.ensure_project_dir(loc.project_dir)
     coordinator, created = _start.create_or_resume(loc, prepared, opts.trials)
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
-    workers = _start.default_workers() if opts.workers is None else opts.workers
-    gpus = parse_gpus(opts.gpus) if opts.gpus else _start.visible_gpus()
+    gpus = parse_gpus(opts.gpus) if opts.gpus is not None else _start.visible_gpus()
+    # One worker per GPU it may use: more would put several trials on one GPU.
+    workers = (len(gpus) or _start.default_workers()) if opts.workers is None else opts.workers
     follower = _make_follower(coordinator, opts.quiet)
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
@@ -134,6 +135,7 @@ def _report_worker_codes(codes: list[int], loc: Locations) -> None:
 
 
 def parse_gpus(value: str) -> list[str]:
+    """``all`` or a list of distinct GPU indices, each of which must exist on this machine."""
     from search._start import visible_gpus
 
     if value.strip().lower() == "all":
@@ -142,8 +144,13 @@ def parse_gpus(value: str) -> list[str]:
             raise SearchError("--gpus all: no NVIDIA GPU is visible on this machine")
         return gpus
     parts = [p.strip() for p in value.split(",")]
-    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+    if not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
         raise SearchError(f"invalid --gpus value {value!r}; expected all or a comma-separated list like 0,1")
+    present = visible_gpus()
+    missing = [p for p in parts if p not in present]
+    if missing:
+        have = ", ".join(present) if present else "none"
+        raise SearchError(f"--gpus {value}: no GPU {', '.join(missing)} on this machine (GPUs here: {have})")
     return parts
 
 
@@ -157,7 +164,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         return _run_rank(kwargs, index)
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
-    gpus = parse_gpus(gpus_flag) if gpus_flag else None
+    gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
     coordinator, loc = open_existing_with_locations(kwargs)

@@ -61,7 +61,7 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     if opts.max_retries < 0:
         raise SearchError(f"--max-retries must be >= 0, got {opts.max_retries}")
     _algorithms.validate(opts.sampler, opts.pruner)
-    if opts.gpus:
+    if opts.gpus is not None:
         from search._run import parse_gpus
 
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing

@@ -797,8 +797,17 @@ def test_a_study_that_exists_as_another_search_is_refused(cli, tmp_path, pg_url,
 
 
 @pytest.mark.parametrize("command", ["start", "worker"])
-def test_invalid_gpus_value_creates_nothing(cli, tmp_path, command):
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("0,x", "invalid --gpus value '0,x'; expected all or a comma-separated list like 0,1"),
+        ("", "invalid --gpus value ''"),
+        ("1,1", "invalid --gpus value '1,1'"),
+        ("97", "--gpus 97: no GPU 97 on this machine (GPUs here: "),
+    ],
+)
+def test_invalid_gpus_value_creates_nothing(cli, tmp_path, command, value, fragment):
     args = _start_args(f"sqlite:///{tmp_path}/optuna.db")[1:] if command == "start" else ["--name", "x"]
-    proc = cli(command, *args, "--gpus", "0,x", cwd=tmp_path)
-    _assert_one_line_error(proc, "invalid --gpus value '0,x'; expected all or a comma-separated list like 0,1")
+    proc = cli(command, *args, "--gpus", value, cwd=tmp_path)
+    _assert_one_line_error(proc, fragment)
     assert list(tmp_path.iterdir()) == []
