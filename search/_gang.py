@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_RELAUNCHES = 3
+"""Fresh groups in a row that may break before any trial: past that it is a crash loop, not a bad trial."""
 
 
 def _broadcast(obj: Any = None) -> Any:
@@ -138,8 +139,10 @@ def launch(loc: Locations, study_name: str, procs: int, gpus: list[str], index: 
     from search._settings import location_env
     from search._worker import default_worker_id
 
-    for attempt in range(MAX_RELAUNCHES + 1):
+    attempt = crashes = 0
+    while crashes <= MAX_RELAUNCHES:
         worker_id = f"{default_worker_id(index)}:gang{attempt}"
+        attempt += 1
         env = {**os.environ, **location_env(loc), "HPSEARCH_GANG_WORKER_ID": worker_id}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -152,13 +155,18 @@ def launch(loc: Locations, study_name: str, procs: int, gpus: list[str], index: 
         code = subprocess.call(cmd, env=env)
         if code == 0:
             return 0
-        _fail_orphaned_trials(loc, study_name, worker_id, procs)
+        # A trial that breaks its group (a bug in the study, out of memory) costs that trial only.
+        crashes = 0 if _fail_orphaned_trials(loc, study_name, worker_id, procs) else crashes + 1
         log.warning("process group %s exited with %d; starting a fresh group", worker_id, code)
+    log.error("%d process groups in a row broke before running a trial; giving up", crashes)
     return 1
 
 
-def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs: int) -> None:
-    """Trials the broken group left RUNNING end FAIL with the failing rank's error (not retried)."""
+def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs: int) -> bool:
+    """Trials the broken group left RUNNING end FAIL with the failing rank's error (not retried).
+
+    Returns whether the group had run any trial at all.
+    """
     from optuna.trial import TrialState
 
     from search._coordinator import Coordinator
@@ -172,8 +180,10 @@ def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs
     reason = "; ".join(f"rank {r['rank']}: {r['error']}" for r in reasons) or "a rank of the process group died"
     coordinator = Coordinator(loc.storage_url, study_name)
     study = coordinator.load()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if trial.user_attrs.get("worker") == worker_id:
+    ran = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("worker") == worker_id]
+    for trial in ran:
+        if trial.state == TrialState.RUNNING:
             coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason[:500])
             coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
             log.warning("trial %d failed: %s", trial.number, reason)
+    return bool(ran)

@@ -137,3 +137,27 @@ def test_two_process_trial_prunes_every_rank_at_the_same_epoch(pg_url, tmp_path)
         assert ranks == [trial.user_attrs["epochs_run"]] * 2, (trial.number, ranks)
     for trial in pruned:
         assert trial.user_attrs["epochs_run"] == max(trial.intermediate_values) < 4
+
+
+def test_trials_that_break_a_process_group_cost_only_themselves(pg_url, tmp_path):
+    """The faulty study's `bug` and `oom` trials kill their group: four broken groups in eight trials,
+    more than the relaunch limit, yet the worker goes on to the end of the budget."""
+    from optuna.trial import TrialState
+
+    faulty = str(ROOT / "tests" / "search" / "data" / "faulty_study.py")
+    env = _env(pg_url, project=tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    start = _search("start", "--study", faulty, "--trials", "8", "--workers", "0", "--no-retrain", "--pruner", "none",
+                    env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, start)
+    group = _search("worker", "--name", "faulty", "--procs-per-trial", "2", env=env, cwd=tmp_path,
+                    log=tmp_path / "group.log")  # fmt: skip
+    codes = _finish([group, start], timeout=500)
+    assert codes == [0, 0], (tmp_path / "group.log").read_text()
+    trials = _trials(pg_url, "faulty")
+    states = {t.user_attrs["mode"]: set() for t in trials}
+    for trial in trials:
+        states[trial.user_attrs["mode"]].add(trial.state)
+    assert len(trials) == 8
+    assert states == {"ok": {TrialState.COMPLETE}, "diverge": {TrialState.FAIL}, "bug": {TrialState.FAIL},
+                      "oom": {TrialState.FAIL}}  # fmt: skip
