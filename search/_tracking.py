@@ -27,8 +27,9 @@ class Tracker:
     def __init__(self, location: TrackingLocation) -> None:
         from mlflow import MlflowClient
 
-        from storage import prepare_sqlite_tracking
+        from storage import bound_tracking_pool, prepare_sqlite_tracking
 
+        bound_tracking_pool()
         prepare_sqlite_tracking(location)
         self.location = location
         # A database-backed store can restart under a worker: ride it out like Optuna's storage.

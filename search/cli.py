@@ -59,8 +59,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     \b
     search start --study resmlp --trials 200      run a whole search on this machine
-    search worker --name resmlp --storage URL      add a worker from another node
-    search status --name resmlp                    where a study stands
+    search worker --study resmlp --storage URL     add a worker from another node
+    search status --study resmlp                   where a study stands
     """
     ctx.obj = {"debug": debug}
     logging.basicConfig(

@@ -11,8 +11,8 @@ from sqlalchemy.engine import Engine
 
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
-# Connections per worker process: the Optuna storage pool (POOL_SIZE + MAX_OVERFLOW) plus one
-# short-lived connection held while a trial is claimed. W workers use at most W * 5 connections.
+# Connections per worker process to each database: at most POOL_SIZE + MAX_OVERFLOW. The claim's
+# advisory lock borrows one of them; MLflow's own engine gets the same bound (storage._mlflow).
 POOL_SIZE = 2
 MAX_OVERFLOW = 2
 CONNECT_TIMEOUT_S = 10

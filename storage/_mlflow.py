@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage._engine import MAX_OVERFLOW, POOL_SIZE
 from storage._errors import StorageError
 from storage._urls import normalize_db_url, sqlite_url
+
+# libpq keepalives, as for Optuna's engine: a connection idle through a long epoch is probed, not
+# silently dropped by a NAT or firewall. MLflow's engine pre-pings already.
+_KEEPALIVE = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ def resolve_tracking(
     if tracking_uri.startswith(("postgresql", "postgres", "sqlite", "mysql")):
         if artifact_location is None and not tracking_uri.startswith("sqlite"):
             artifact_location = (project_dir / "mlartifacts").resolve().as_uri()
-        return TrackingLocation(normalize_db_url(tracking_uri), artifact_location)
+        return TrackingLocation(_with_keepalive(normalize_db_url(tracking_uri)), artifact_location)
     if tracking_uri.startswith("file:") or "://" not in tracking_uri:
         raise StorageError("file-based MLflow stores have no model registry; use a database URL or an http:// server")
     raise StorageError(f"unsupported MLflow tracking URI scheme: {tracking_uri.split('://')[0]}://")
@@ -57,3 +63,19 @@ def prepare_sqlite_tracking(location: TrackingLocation) -> None:
         return
     with sqlite3.connect(path, timeout=60) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _with_keepalive(url: str) -> str:
+    if not url.startswith("postgresql"):
+        return url
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    extra = {k: v for k, v in _KEEPALIVE.items() if k not in parsed.query}
+    return parsed.update_query_dict(extra).render_as_string(hide_password=False)
+
+
+def bound_tracking_pool() -> None:
+    """Give MLflow's engine the per-process bound of Optuna's (its default is 5 + 10); a user's setting wins."""
+    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", str(POOL_SIZE))
+    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", str(MAX_OVERFLOW))

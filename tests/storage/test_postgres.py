@@ -67,3 +67,41 @@ def test_study_lock_is_exclusive_across_connections(pg_url):
         t.join()
     engine.dispose()
     assert overlap == []
+
+
+def _connections_to(admin_url: str, database: str) -> int:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(admin_url)
+    with engine.connect() as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"
+        count = conn.execute(sqlalchemy.text(query), {"d": database}).scalar_one()
+    engine.dispose()
+    return int(count)
+
+
+def test_a_busy_worker_holds_a_bounded_number_of_connections(pg_server, pg_databases, tmp_path, monkeypatch):
+    """Eight threads hammering Optuna's and MLflow's stores at once stay inside POOL_SIZE + MAX_OVERFLOW each."""
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from search._tracking import Tracker
+
+    for name in ("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW"):
+        monkeypatch.delenv(name, raising=False)
+    optuna_url, mlflow_url = pg_databases(), pg_databases()
+    optuna_storage = storage.open_optuna_storage(optuna_url)
+    tracker = Tracker(storage.resolve_tracking(mlflow_url, Path(tmp_path)))
+    experiment = tracker.experiment_id("busy")
+
+    def work(_: int) -> None:
+        for _ in range(15):
+            optuna_storage.get_all_studies()
+            tracker.client.search_runs([experiment], max_results=5)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+    bound = storage.POOL_SIZE + storage.MAX_OVERFLOW
+    assert 1 <= _connections_to(pg_server, optuna_url.rsplit("/", 1)[1]) <= bound
+    assert 1 <= _connections_to(pg_server, mlflow_url.rsplit("/", 1)[1]) <= bound
+    assert "keepalives=1" in tracker.location.tracking_uri
