@@ -48,7 +48,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
-    parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/postgres")
+    parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
     parser.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, help="keep project and logs here [a temporary directory]")

@@ -10,7 +10,14 @@ from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, stale_trials
 from storage._lock import study_lock
-from storage._mlflow import TrackingLocation, bound_tracking_pool, prepare_sqlite_tracking, resolve_tracking
+from storage._mlflow import (
+    TRACKING_MAX_OVERFLOW,
+    TRACKING_POOL_SIZE,
+    TrackingLocation,
+    bound_tracking_pool,
+    prepare_sqlite_tracking,
+    resolve_tracking,
+)
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
 from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
@@ -20,6 +27,8 @@ __all__ = [
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",
+    "TRACKING_MAX_OVERFLOW",
+    "TRACKING_POOL_SIZE",
     "TrialCounts",
     "TrackingLocation",
     "bound_tracking_pool",

@@ -11,10 +11,12 @@ from sqlalchemy.engine import Engine
 
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
-# Connections per worker process to each database: at most POOL_SIZE + MAX_OVERFLOW. The claim's
-# advisory lock borrows one of them; MLflow's own engine gets the same bound (storage._mlflow).
+# Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 3, the
+# most it uses at once (a claim holds the advisory lock on one and queries on another; the heartbeat
+# thread needs a third). MLflow's engine gets 1 + 1 (storage._mlflow): the main thread, and the
+# heartbeat thread ending a dead trial's run. Idle connections are what fill max_connections.
 POOL_SIZE = 2
-MAX_OVERFLOW = 2
+MAX_OVERFLOW = 1
 CONNECT_TIMEOUT_S = 10
 SQLITE_BUSY_TIMEOUT_S = 60
 

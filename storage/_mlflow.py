@@ -7,7 +7,6 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage._engine import MAX_OVERFLOW, POOL_SIZE
 from storage._errors import StorageError
 from storage._urls import normalize_db_url, sqlite_url
 
@@ -75,7 +74,12 @@ def _with_keepalive(url: str) -> str:
     return parsed.update_query_dict(extra).render_as_string(hide_password=False)
 
 
+TRACKING_POOL_SIZE = 1
+TRACKING_MAX_OVERFLOW = 1
+
+
 def bound_tracking_pool() -> None:
-    """Give MLflow's engine the per-process bound of Optuna's (its default is 5 + 10); a user's setting wins."""
-    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", str(POOL_SIZE))
-    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", str(MAX_OVERFLOW))
+    """Bound MLflow's engine to what a worker uses at once (its default, 5 + 10 per process, fills
+    PostgreSQL's max_connections with a few dozen workers); a user's own setting wins."""
+    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", str(TRACKING_POOL_SIZE))
+    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", str(TRACKING_MAX_OVERFLOW))
