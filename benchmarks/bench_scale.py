@@ -108,7 +108,7 @@ def steady_throughput(trials: list) -> float:
     return rate
 
 
-CONNECTIONS_PER_PROCESS = 5  # Optuna 2 + 1 and MLflow 1 + 1, see storage/_engine.py
+CONNECTIONS_PER_PROCESS = 5  # Optuna 3 and MLflow 2, see storage/_engine.py
 
 
 def check_capacity(admin_url: str, workers: int) -> None:

@@ -113,7 +113,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None) -> Snapshot:
     now = time.time()
     running = [
         RunningTrial(t.number, t.user_attrs.get("worker"), t.user_attrs.get("host"),
-                     int(t.user_attrs.get("epoch", 0)), now - _stamp(t.datetime_start, now))
+                     int(max(t.intermediate_values, default=0)), now - _stamp(t.datetime_start, now))
         for t in trials if t.state == TrialState.RUNNING
     ]  # fmt: skip
     return Snapshot(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from search._errors import DatabaseUnavailableError, TrialLostError
 from search._reaper import FAIL_REASON_ATTR, end_dead_run
 from search._resilience import retrying
+from storage import set_user_attrs
 
 if TYPE_CHECKING:
     import optuna
@@ -76,8 +77,7 @@ class PruningHook:
         value = float(metrics[self.metric])
 
         def report() -> bool:  # each step is safe to repeat after a lost connection
-            self.trial.report(value, step=epoch)
-            self.trial.set_user_attr("epoch", epoch)
+            self.trial.report(value, step=epoch)  # also the live view's "current epoch"
             return self.trial.should_prune()
 
         if retrying(report, f"reporting epoch {epoch} of trial {self.trial.number}"):
@@ -143,8 +143,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
 
 
 def _begin(ctx: WorkerContext, trial: optuna.trial.Trial) -> int:
-    trial.set_user_attr("worker", ctx.worker_id)
-    trial.set_user_attr("host", HOST)
+    set_user_attrs(ctx.coordinator.storage, trial._trial_id, {"worker": ctx.worker_id, "host": HOST})
     return logical_number(trial)
 
 
@@ -221,14 +220,13 @@ def _finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, result: 
         "samples_per_second": round(result.samples_per_second, 1),
         "resumed_from_epoch": result.resumed_from_epoch,
     }
-    retrying(lambda: _set_attrs(trial, attrs), f"recording trial {trial.number}")
+    _record_attrs(ctx, trial, attrs)
     _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
 
 
-def _set_attrs(trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:
-    for key, item in attrs.items():
-        trial.set_user_attr(key, item)
+def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:
+    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"recording trial {trial.number}")
 
 
 def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
@@ -268,7 +266,7 @@ def _finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, exc:
             return _abandon(ctx, trial, run, started)
         log.warning("trial %d failed: %s", trial.number, reason)
         attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}
-        retrying(lambda: _set_attrs(trial, attrs), f"recording trial {trial.number}")
+        _record_attrs(ctx, trial, attrs)
         _record_failure_in_mlflow(ctx, run, exc, reason)
         _tell(ctx, trial, TrialState.FAIL, reason=reason)
     except (TrialLostError, UpdateFinishedTrialError):

@@ -18,7 +18,13 @@ from storage._mlflow import (
     prepare_sqlite_tracking,
     resolve_tracking,
 )
-from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
+from storage._optuna import (
+    check_connection,
+    explain_db_error,
+    has_optuna_tables,
+    open_optuna_storage,
+    set_user_attrs,
+)
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
 from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
 
@@ -48,6 +54,7 @@ __all__ = [
     "prepare_sqlite_tracking",
     "resolve_tracking",
     "retried_trial_numbers",
+    "set_user_attrs",
     "sqlite_path",
     "sqlite_url",
     "stale_trials",

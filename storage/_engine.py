@@ -13,10 +13,10 @@ from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
 # Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 3, the
 # most it uses at once (a claim holds the advisory lock on one and queries on another; the heartbeat
-# thread needs a third). MLflow's engine gets 1 + 1 (storage._mlflow): the main thread, and the
+# thread needs a third). MLflow's engine gets 2 (storage._mlflow): the main thread, and the
 # heartbeat thread ending a dead trial's run. Idle connections are what fill max_connections.
-POOL_SIZE = 2
-MAX_OVERFLOW = 1
+POOL_SIZE = 3
+MAX_OVERFLOW = 0  # an overflow connection is closed on return and opened again: tens of ms each time
 CONNECT_TIMEOUT_S = 10
 SQLITE_BUSY_TIMEOUT_S = 60
 

@@ -74,8 +74,8 @@ def _with_keepalive(url: str) -> str:
     return parsed.update_query_dict(extra).render_as_string(hide_password=False)
 
 
-TRACKING_POOL_SIZE = 1
-TRACKING_MAX_OVERFLOW = 1
+TRACKING_POOL_SIZE = 2
+TRACKING_MAX_OVERFLOW = 0
 
 
 def bound_tracking_pool() -> None:

@@ -14,7 +14,7 @@ from storage._errors import StorageError
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from optuna.storages import RDBStorage
 
@@ -100,3 +100,17 @@ def open_optuna_storage(
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
     return storage
+
+
+def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any]) -> None:
+    """Set several user attributes of a trial in one transaction (Optuna commits each one alone).
+
+    A trial's attributes are written at its start and end, on the orchestration path that every
+    trial pays for: one round trip instead of one per attribute. Safe to repeat.
+    """
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    with _create_scoped_session(storage.scoped_session, True) as session:
+        for key, value in attrs.items():
+            storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)

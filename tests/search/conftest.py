@@ -77,8 +77,8 @@ def make_demo_study(url: str, project_dir: Path, name: str = "demo", trials: int
         study.add_trial(_frozen(number, state, curve, worker, start + timedelta(seconds=30 * number)))
     if running:
         trial = study.ask(_distributions())
-        for key, value in RUNNING.items():
-            trial.set_user_attr(key, value)
+        for key in ("worker", "host"):  # its epoch is the last one it reported
+            trial.set_user_attr(key, RUNNING[key])
         for step, value in enumerate([1.0, 0.7, 0.6], start=1):
             trial.report(value, step)
     if tracking:
