@@ -94,3 +94,18 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: f
 @pytest.fixture(scope="session")
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True)
+def isolated_mlflow_uris() -> Iterator[None]:
+    """MLflow keeps the tracking and registry URIs in module globals: a test that sets them (and
+    ``get_registry_uri()``'s resolved default, set back, pins the registry) must not leak into the next."""
+    if "mlflow" not in sys.modules:
+        yield
+        return
+    from mlflow.tracking._model_registry import utils as registry
+    from mlflow.tracking._tracking_service import utils as tracking
+
+    saved = tracking._tracking_uri, registry._registry_uri
+    yield
+    tracking._tracking_uri, registry._registry_uri = saved

@@ -72,6 +72,7 @@ def test_champion_model_predicts_raw_digits_test_rows(finished_search):
     workdir, proc = finished_search
     assert "models:/resmlp@champion" in proc.stdout
     mlflow.set_tracking_uri(f"sqlite:///{workdir}/.search/mlflow.db")
+    mlflow.set_registry_uri(f"sqlite:///{workdir}/.search/mlflow.db")
     client = mlflow.MlflowClient()
     champion = client.get_model_version_by_alias("resmlp", "champion")
     assert str(champion.version) == "1"
