@@ -168,6 +168,8 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
     coordinator, loc = open_existing_with_locations(kwargs)
+    if gpus_per_trial > 1 or procs_per_trial > 1 or (gpus and len(gpus) > 1):
+        coordinator.storage.engine.dispose()  # the processes started below connect on their own
     if gpus_per_trial > 1 or procs_per_trial > 1:
         return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 else None,
                            max(gpus_per_trial, procs_per_trial), index, debug)  # fmt: skip
@@ -181,7 +183,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         import os
 
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
-    ctx = connect(loc, coordinator.study_name, default_worker_id(index))
+    ctx = connect(loc, coordinator.study_name, default_worker_id(index), coordinator)
     try:
         report = run_worker(ctx)
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from search._errors import SearchError
 
 if TYPE_CHECKING:
+    from search._coordinator import Coordinator
     from search._settings import Locations
     from search._trial import TrialOutcome, WorkerContext
     from trainer import TrainData
@@ -40,15 +41,19 @@ def search_subset(data: TrainData, fraction: float, seed: int) -> TrainData:
     return torch.utils.data.Subset(data, indices.tolist())
 
 
-def connect(loc: Locations, study_name: str, worker_id: str) -> WorkerContext:
-    """Open the study and MLflow, load the data: everything a worker does once."""
+def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordinator | None = None) -> WorkerContext:
+    """Open the study and MLflow, load the data: everything a worker does once.
+
+    Pass the ``coordinator`` that found the study, if any: a second one would keep its own pool of
+    connections open for the worker's life.
+    """
     from search._catalog import load_study
     from search._coordinator import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
     from search._tracking import Tracker
     from search._trial import WorkerContext
     from storage import resolve_tracking
 
-    coordinator = Coordinator(loc.storage_url, study_name)
+    coordinator = coordinator or Coordinator(loc.storage_url, study_name)
     optuna_study = coordinator.load(worker_ordinal=coordinator.join())
     record = coordinator.read_record()
     attrs = optuna_study.user_attrs
