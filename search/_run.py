@@ -168,14 +168,15 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
     coordinator, loc = open_existing_with_locations(kwargs)
-    if gpus_per_trial > 1 or procs_per_trial > 1 or (gpus and len(gpus) > 1):
-        coordinator.storage.engine.dispose()  # the processes started below connect on their own
+    release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
     if gpus_per_trial > 1 or procs_per_trial > 1:
+        release()
         return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 else None,
                            max(gpus_per_trial, procs_per_trial), index, debug)  # fmt: skip
     if gpus and len(gpus) > 1:
         from search._start import spawn_workers, wait_for_workers
 
+        release()
         procs = spawn_workers(loc, coordinator.study_name, len(gpus), gpus, debug)
         codes = wait_for_workers(procs, lambda: None)
         return max((c or 0) for c in codes)

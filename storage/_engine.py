@@ -18,6 +18,9 @@ from storage._urls import is_postgres, is_sqlite, normalize_db_url
 POOL_SIZE = 3
 MAX_OVERFLOW = 0  # an overflow connection is closed on return and opened again: tens of ms each time
 CONNECT_TIMEOUT_S = 10
+# libpq TCP keepalives: a connection idle through a long epoch is probed, not silently dropped by
+# a NAT or firewall. Used by Optuna's engine and added to PostgreSQL tracking URLs for MLflow's.
+TCP_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
 SQLITE_BUSY_TIMEOUT_S = 60
 
 
@@ -30,14 +33,7 @@ def engine_kwargs(url: str) -> dict[str, Any]:
             "pool_pre_ping": True,
             # Recycle before typical server/proxy idle limits; a long epoch may idle a connection.
             "pool_recycle": 1800,
-            "connect_args": {
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "keepalives": 1,
-                "keepalives_idle": 30,
-                "keepalives_interval": 10,
-                "keepalives_count": 3,
-                "application_name": "hpsearch",
-            },
+            "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S, **TCP_KEEPALIVE, "application_name": "hpsearch"},
         }
     if is_sqlite(url):
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}

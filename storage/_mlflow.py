@@ -7,12 +7,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage._engine import TCP_KEEPALIVE
 from storage._errors import StorageError
 from storage._urls import normalize_db_url, sqlite_url
-
-# libpq keepalives, as for Optuna's engine: a connection idle through a long epoch is probed, not
-# silently dropped by a NAT or firewall. MLflow's engine pre-pings already.
-_KEEPALIVE = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def _with_keepalive(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    extra = {k: v for k, v in _KEEPALIVE.items() if k not in parsed.query}
+    extra = {k: str(v) for k, v in TCP_KEEPALIVE.items() if k not in parsed.query}  # MLflow pre-pings already
     return parsed.update_query_dict(extra).render_as_string(hide_password=False)
 
 

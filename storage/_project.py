@@ -13,11 +13,7 @@ DEFAULT_DIRNAME = ".search"
 def ensure_project_dir(path: Path) -> Path:
     """Create ``path`` if needed and prove it is writable; one clear line when it is not."""
     path = path.expanduser().resolve()
-    probe_parent = path
-    while not probe_parent.exists():
-        probe_parent = probe_parent.parent
-    if not probe_parent.is_dir() or not os.access(probe_parent, os.W_OK | os.X_OK):
-        raise StorageError(f"project directory {path} is not writable")
+    check_writable(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
