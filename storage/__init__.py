@@ -5,7 +5,7 @@ defaults (SQLite files under a project directory) need no server; PostgreSQL URL
 with pre-ping and TCP keepalive. Passwords never appear in what this package returns as text.
 """
 
-from storage._counts import TrialCounts, count_trials
+from storage._counts import TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, stale_trials
@@ -41,6 +41,7 @@ __all__ = [
     "check_connection",
     "check_writable",
     "count_trials",
+    "count_trials_and_attr",
     "create_engine",
     "describe",
     "ensure_project_dir",

@@ -6,15 +6,33 @@ trial through Optuna's API would cost O(trials) per claim.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, Row
 
 _COUNTS = sqlalchemy.text(
     """
     SELECT t.state, count(*) AS n,
            sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries
+    FROM trials t
+    LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
+    WHERE t.study_id = :sid
+    GROUP BY t.state
+    """
+)
+
+# The attribute rides on an extra row whose state is NULL (a study with no trials has no other row).
+_COUNTS_AND_ATTR = sqlalchemy.text(
+    """
+    SELECT NULL AS state, 0 AS n, 0 AS retries,
+           (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
+    UNION ALL
+    SELECT t.state, count(*) AS n,
+           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries, NULL AS attr
     FROM trials t
     LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
     WHERE t.study_id = :sid
@@ -52,6 +70,22 @@ def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
     if isinstance(bind, Engine):
         with bind.connect() as conn:
             return count_trials(conn, study_id)
-    rows = bind.execute(_COUNTS, {"sid": study_id}).fetchall()
+    return _counts(bind.execute(_COUNTS, {"sid": study_id}).fetchall())
+
+
+def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str) -> tuple[TrialCounts, Any]:
+    """The counts and one study user attribute (JSON-decoded, ``None`` if unset) in one round trip.
+
+    What a claim reads under the study lock: every statement there is paid by every worker in turn.
+    """
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return count_trials_and_attr(conn, study_id, key)
+    rows = bind.execute(_COUNTS_AND_ATTR, {"sid": study_id, "key": key}).fetchall()
+    raw = next((r.attr for r in rows if r.state is None), None)
+    return _counts([r for r in rows if r.state is not None]), None if raw is None else json.loads(raw)
+
+
+def _counts(rows: Sequence[Row[Any]]) -> TrialCounts:
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in rows}
     return TrialCounts(by_state, sum(int(r.retries or 0) for r in rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -106,11 +107,30 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
     """Set several user attributes of a trial in one transaction (Optuna commits each one alone).
 
     A trial's attributes are written at its start and end, on the orchestration path that every
-    trial pays for: one round trip instead of one per attribute. Safe to repeat.
+    trial pays for: on PostgreSQL and SQLite, one look at the trial (which must not be finished)
+    and one multi-row upsert, instead of two statements and a commit per attribute. Safe to repeat.
     """
     from optuna.storages._rdb import models
     from optuna.storages._rdb.storage import _create_scoped_session
 
+    if not attrs:
+        return
     with _create_scoped_session(storage.scoped_session, True) as session:
-        for key, value in attrs.items():
-            storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)
+        dialect = storage.engine.name
+        if dialect not in ("postgresql", "sqlite"):
+            for key, value in attrs.items():
+                storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)
+            return
+        trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+        storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = models.TrialUserAttributeModel
+        rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+        statement = insert(table).values(rows)
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=[table.trial_id, table.key], set_={"value_json": statement.excluded.value_json}
+            )
+        )
