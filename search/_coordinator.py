@@ -209,32 +209,43 @@ class Coordinator:
     def claim(self, study: optuna.Study) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
         """The next trial to run, or ``None`` when the budget is spent.
 
-        Reaping stale trials, counting and creating the trial happen under one study-wide lock,
-        so W racing workers create exactly ``budget`` logical trials, never ``budget + W``. The
-        new trial's first heartbeat is recorded under the lock too. A lost connection retries the
-        whole claim; a trial whose creation committed unseen is reaped as one that never beat.
+        Counting and creating the trial (or taking a queued retry) happen under one study-wide
+        lock, so W racing workers create exactly ``budget`` logical trials, never ``budget + W``.
+        Only that is under the lock: every worker waits for it in turn, so reaping dead trials
+        (which takes the lock itself when it finds one) comes before, and the sampler's work
+        (the slow part of ``study.ask()``) after. A lost connection retries each step alone;
+        a trial whose creation committed unseen is reaped as one that never beat.
         """
-        from search._reaper import reap_dead_trials
+        import optuna
 
         started = time.perf_counter()
-        dead: list[FrozenTrial] = []
+        self.reap(study)
+        trial_id, counts = retrying(lambda: self._take(study), "claiming a trial")
+        if trial_id is None:
+            return None, counts
 
-        def attempt() -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
-            with st.study_lock(self.storage.engine, self.url, self.study_name) as conn:
-                dead[:] = reap_dead_trials(self, study, locked=True)
-                counts = st.count_trials(conn or self.storage.engine, study._study_id)
-                if counts.state("WAITING") == 0 and counts.logical >= int(self._user_attrs().get(BUDGET_ATTR, 0)):
-                    return None, counts
-                trial = study.ask()
-                if self.storage.get_heartbeat_interval():
-                    self.storage.record_heartbeat(trial._trial_id)
-            return trial, counts
+        def open_trial() -> optuna.trial.Trial:
+            if self.storage.get_heartbeat_interval():
+                self.storage.record_heartbeat(trial_id)
+            # What study.ask() does once it has a trial id: the sampler looks at the study now.
+            study._thread_local.cached_all_trials = None
+            return optuna.Trial(study, trial_id)
 
-        trial, counts = retrying(attempt, "claiming a trial")
-        self.report_reaped(dead)
-        if trial is not None:
-            log.debug("claimed trial %d in %.1f ms", trial.number, 1000 * (time.perf_counter() - started))
+        trial = retrying(open_trial, "claiming a trial")
+        log.debug("claimed trial %d in %.1f ms", trial.number, 1000 * (time.perf_counter() - started))
         return trial, counts
+
+    def _take(self, study: optuna.Study) -> tuple[int | None, st.TrialCounts]:
+        """Under the study lock: the id of a queued retry or of a new trial, unless the budget is spent."""
+        with st.study_lock(self.storage.engine, self.url, self.study_name) as conn:
+            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, study._study_id, BUDGET_ATTR)
+            if counts.state("WAITING"):
+                popped = study._pop_waiting_trial_id()
+                if popped is not None:
+                    return popped, counts
+            if counts.logical >= int(budget or 0):
+                return None, counts
+            return study._storage.create_new_trial(study._study_id), counts
 
     def reap(self, study: optuna.Study) -> list[FrozenTrial]:
         """Fail trials whose worker stopped heartbeating and queue their retries (see ``search._reaper``)."""
