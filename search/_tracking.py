@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from search._resilience import resilient
@@ -35,6 +37,7 @@ class Tracker:
         # A database-backed store can restart under a worker: ride it out like Optuna's storage.
         client = MlflowClient(location.tracking_uri, location.registry_uri)
         self.client: MlflowClient = resilient(client, "using MLflow")
+        self._writer = _Writer()
         db_log = logging.getLogger("mlflow.store.db.utils")
         if not db_log.isEnabledFor(logging.DEBUG):  # it logs every lost connection with a traceback
             db_log.setLevel(logging.CRITICAL)
@@ -67,7 +70,7 @@ class Tracker:
     ) -> RunLogger:
         all_tags = {"mlflow.parentRunId": parent_run_id, ROLE_TAG: role, **tags}
         run = self.client.create_run(experiment_id, run_name=name, tags={k: _clean(v) for k, v in all_tags.items()})
-        return RunLogger(self.client, str(run.info.run_id))
+        return RunLogger(self.client, str(run.info.run_id), self._writer)
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -82,7 +85,10 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag(str(k), _clean(v)) for k, v in tags.items()])
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
-        RunLogger(self.client, run_id).log(metrics, step)
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
 
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
@@ -98,15 +104,83 @@ class Tracker:
 
 
 class RunLogger:
-    """A :class:`trainer.MetricsSink` writing one ``log_batch`` per epoch to one run."""
+    """One run's metrics, params and end, written in order without holding up training.
 
-    def __init__(self, client: MlflowClient, run_id: str) -> None:
+    A :class:`trainer.MetricsSink`: each epoch's metrics become one ``log_batch``. Writes go to a
+    background thread (one per tracker, so a run's writes keep their order) and overlap the next
+    epoch; params wait for the next batch instead of costing a round trip of their own.
+    :meth:`finish` and :meth:`flush` wait for every write, and raise the first that failed.
+    """
+
+    def __init__(self, client: MlflowClient, run_id: str, writer: _Writer | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self._writer = writer or _Writer()
+        self._pending: list[Any] = []
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Sent with the next batch (MLflow takes at most 100 params per batch)."""
+        from mlflow.entities import Param
+
+        self._pending.extend(Param(str(k), _clean(v)) for k, v in params.items())
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if k != "epoch"]
-        self.client.log_batch(self.run_id, metrics=batch)
+        self._send([Metric(k, float(v), now, step) for k, v in metrics.items() if k != "epoch"], [])
+
+    def finish(self, tags: Mapping[str, Any], status: str) -> None:
+        """Set the final tags, end the run, and wait until MLflow has all of it."""
+        from mlflow.entities import RunTag
+
+        self._send([], [RunTag(str(k), _clean(v)) for k, v in tags.items()])
+        self._writer.submit(self.client.set_terminated, self.run_id, status=status)
+        self.flush()
+
+    def flush(self) -> None:
+        """Wait for this tracker's queued writes; raise the first that failed since the last flush."""
+        if self._pending:
+            self._send([], [])
+        self._writer.flush()
+
+    def _send(self, metrics: list[Any], tags: list[Any]) -> None:
+        params, self._pending = self._pending[:100], self._pending[100:]
+        while self._pending:  # more than one batch's worth of params: the rest first
+            self._writer.submit(self.client.log_batch, self.run_id, params=self._pending[:100])
+            self._pending = self._pending[100:]
+        self._writer.submit(self.client.log_batch, self.run_id, metrics=metrics, params=params, tags=tags)
+
+
+class _Writer:
+    """A queue of MLflow calls run in order on one daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Callable[[], Any]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="mlflow-writer", daemon=True)
+                self._thread.start()
+        self._queue.put(lambda: fn(*args, **kwargs))
+
+    def flush(self) -> None:
+        self._queue.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            call = self._queue.get()
+            try:
+                if self._error is None:  # after a failure, skip the rest until someone has seen it
+                    call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that flushes
+                self._error = exc
+            finally:
+                self._queue.task_done()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import optuna
 
     from search._coordinator import Coordinator, StudyRecord
-    from search._tracking import Tracker
+    from search._tracking import RunLogger, Tracker
     from studies import Study, StudyData
     from trainer import TrainData
 
@@ -91,9 +91,8 @@ def params_dict(params: Any) -> dict[str, Any]:
 
 
 def logical_number(trial: optuna.trial.Trial) -> int:
-    """Number of the first attempt of this trial (retries continue it)."""
-    frozen = trial.storage.get_trial(trial._trial_id)
-    return int(frozen.system_attrs.get("failed_trial", trial.number))
+    """Number of the first attempt of this trial (retries continue it), as read when it was claimed."""
+    return int(trial._cached_frozen_trial.system_attrs.get("failed_trial", trial.number))
 
 
 @contextmanager
@@ -126,7 +125,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     """
     started = claimed_at or time.perf_counter()
     with heartbeat(ctx, trial):
-        base = retrying(lambda: _begin(ctx, trial), f"starting trial {trial.number}")
+        base = logical_number(trial)
         run = _start_run(ctx, trial, base)
         ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
         try:
@@ -142,30 +141,27 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     return outcome
 
 
-def _begin(ctx: WorkerContext, trial: optuna.trial.Trial) -> int:
-    set_user_attrs(ctx.coordinator.storage, trial._trial_id, {"worker": ctx.worker_id, "host": HOST})
-    return logical_number(trial)
-
-
-def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> Any:
-    previous = trial.user_attrs.get("mlflow_run_id")
+def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunLogger:
+    """The trial's MLflow run; the trial records who runs it and where its run is, in one write."""
+    previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
     if previous:
         ctx.tracker.kill_if_running(previous)
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, f"trial-{trial.number}", "trial", tags)
-    trial.set_user_attr("mlflow_run_id", run.run_id)
+    attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}
+    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}")
     return run
 
 
-def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, ckpt_dir: Path) -> tuple[Any, PruningHook]:
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path) -> tuple[Any, PruningHook]:
     import trainer
 
     # Only suggest sees the trial, so it is safe to run again after a lost connection.
     params = retrying(lambda: ctx.study.suggest(trial), f"suggesting params for trial {trial.number}")
     if ctx.gang is not None:
         ctx.gang.send_params(trial.number, params, ckpt_dir)
-    ctx.tracker.log_params(run.run_id, {"trial_number": trial.number, **params_dict(params)})
+    run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
     model = ctx.study.build_model(params, ctx.data)
     config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
         checkpoint_dir=ckpt_dir,
@@ -195,7 +191,7 @@ def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[d
     return [*result.history, *({ctx.record.metric: v} for v in frozen.intermediate_values.values())]
 
 
-def _finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, result: Any, hook: PruningHook,
+def _finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,
                started: float) -> TrialOutcome:  # fmt: skip
     from optuna.trial import TrialState
 
@@ -205,10 +201,10 @@ def _finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, result: 
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
     if pruned:
         tags["hpsearch.pruned_epoch"] = hook.pruned_epoch
-    ctx.tracker.set_tags(run.run_id, tags)
-    ctx.tracker.end_run(run.run_id, "FINISHED")
+    run.finish(tags, "FINISHED")  # waits for the epochs' batches too
     # Service overhead: all worker time but training, so the per-epoch pruner reports and MLflow
-    # batches (hooks and sink, inside fit) count; only the final tell is left out.
+    # batches (hooks and sink, inside fit; the batches are written while the next epoch trains,
+    # the wait for the last is here) count; only the final attributes and tell are left out.
     wall = time.perf_counter() - started
     training = result.fit_seconds - result.callback_seconds
     attrs = {
@@ -240,14 +236,14 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
     from optuna.trial import TrialState
 
     def tell() -> Any:
+        # tell() reads the trial back after its write (or, when the trial was already finished,
+        # returns it as it found it): either way its answer says who finished it.
         try:
             if state == TrialState.COMPLETE:
-                ctx.optuna_study.tell(trial, value, skip_if_finished=True)
-            else:
-                ctx.optuna_study.tell(trial, state=state, skip_if_finished=True)
-        except UpdateFinishedTrialError:
-            pass  # finished between tell's own look and its write; the state below says by whom
-        return ctx.coordinator.storage.get_trial(trial._trial_id)
+                return ctx.optuna_study.tell(trial, value, skip_if_finished=True)
+            return ctx.optuna_study.tell(trial, state=state, skip_if_finished=True)
+        except UpdateFinishedTrialError:  # finished between tell's own look and its write
+            return ctx.coordinator.storage.get_trial(trial._trial_id)
 
     frozen = retrying(tell, f"finishing trial {trial.number}")
     # A reaper fails a trial too, but with its own reason.
@@ -255,7 +251,7 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
         raise TrialLostError(f"trial {trial.number} was finished as {frozen.state.name} by another process")
 
 
-def _finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, exc: Exception,
+def _finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, exc: Exception,
                    started: float) -> TrialOutcome:  # fmt: skip
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
@@ -276,7 +272,8 @@ def _finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, exc:
     return TrialOutcome(trial.number, "FAIL", None, 0.0, time.perf_counter() - started, reason)
 
 
-def _record_failure_in_mlflow(ctx: WorkerContext, run: Any, exc: Exception, reason: str) -> None:
+def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception, reason: str) -> None:
+    _flush_quietly(run)
     try:
         ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
         if not _is_expected(exc):
@@ -295,10 +292,21 @@ def _still_running(ctx: WorkerContext, trial: optuna.trial.Trial) -> bool:
     return bool(frozen.state == TrialState.RUNNING)
 
 
-def _abandon(ctx: WorkerContext, trial: optuna.trial.Trial, run: Any, started: float) -> TrialOutcome:
+def _flush_quietly(run: RunLogger) -> None:
+    """Let the run's queued writes land before its end is recorded; their failure is not the trial's."""
+    try:
+        run.flush()
+    except DatabaseUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bookkeeping only
+        log.warning("could not write to MLflow run %s: %s", run.run_id, exc)
+
+
+def _abandon(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, started: float) -> TrialOutcome:
     """Give up a trial that a reaper failed while this worker was cut off: its retry owns it now."""
     log.warning("trial %d was failed by another process while this worker was cut off; its retry takes over",
                 trial.number)  # fmt: skip
+    _flush_quietly(run)
     try:
         ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
         ctx.tracker.end_run(run.run_id, "KILLED")

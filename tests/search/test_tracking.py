@@ -1,0 +1,49 @@
+"""A trial's MLflow run written in the background: everything lands, in order, and failures surface."""
+
+from pathlib import Path
+
+import pytest
+from mlflow.exceptions import MlflowException
+
+from search._tracking import Tracker
+from storage import resolve_tracking
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> Tracker:
+    return Tracker(resolve_tracking(None, tmp_path, None))
+
+
+def _child(tracker: Tracker):
+    experiment = tracker.experiment_id("t")
+    parent = tracker.start_parent(experiment, "t", {})
+    return tracker.start_child(experiment, parent, "trial-0", "trial", {"hpsearch.trial": 0})
+
+
+def test_params_metrics_tags_and_end_all_land_in_order(tracker: Tracker) -> None:
+    run = _child(tracker)
+    run.log_params({f"p{i}": i for i in range(130)})  # more than one batch may carry
+    for epoch in range(1, 6):
+        run.log({"epoch": epoch, "val_loss": 1.0 / epoch}, step=epoch)
+    run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    got = tracker.client.get_run(run.run_id)
+    assert got.info.status == "FINISHED"
+    assert got.data.params == {f"p{i}": str(i) for i in range(130)}
+    assert got.data.tags["hpsearch.state"] == "COMPLETE"
+    history = tracker.client.get_metric_history(run.run_id, "val_loss")
+    assert [(m.step, m.value) for m in history] == [(e, 1.0 / e) for e in range(1, 6)]
+    assert "epoch" not in got.data.metrics
+
+
+def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None:
+    run = _child(tracker)
+    run.log_params({"lr": 0.1})
+    run.log({"val_loss": 1.0}, step=1)
+    run.flush()
+    run.log_params({"lr": 0.2})  # MLflow refuses to change a logged param
+    run.log({"val_loss": 0.5}, step=2)
+    with pytest.raises(MlflowException, match="lr"):
+        run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    run.flush()  # the error was handed over once; the writer goes on
+    run.finish({"hpsearch.state": "FAIL"}, "FAILED")
+    assert tracker.client.get_run(run.run_id).info.status == "FAILED"
