@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -66,10 +67,17 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     import torch._dynamo  # noqa: F401
 
     fidelity = study.search_fidelity
-    tracking = resolve_tracking(loc.tracking_uri, loc.project_dir, loc.artifact_location)
+    tracker = Tracker(resolve_tracking(loc.tracking_uri, loc.project_dir, loc.artifact_location))
+    # MLflow opens its store on first use (engine, schema check: a few hundred ms); do it here, not
+    # in the first trial, and make sure the study's parent run is there.
+    tracker.client.get_run(str(attrs[PARENT_RUN_ATTR]))
+    # Start-up leaves millions of long-lived objects (torch, MLflow, the data); without this the
+    # collector's next full pass walks them all, ~0.2 s in the middle of some trial, and again later.
+    gc.collect()
+    gc.freeze()
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.seed),
-        record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=Tracker(tracking),
+        record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
         experiment_id=str(attrs[EXPERIMENT_ATTR]), parent_run_id=str(attrs[PARENT_RUN_ATTR]),
         checkpoint_root=loc.checkpoint_root, worker_id=worker_id,
     )  # fmt: skip
