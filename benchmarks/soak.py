@@ -11,6 +11,8 @@ times mid-study. When the study is done it reads the trials back and prints:
     duplicated logical trials that finished more than once, plus any beyond the budget
     running    trials left RUNNING or WAITING
 
+and the MLflow runs by status (a dead attempt's run ends KILLED; none may be left RUNNING).
+
 The target is requested == finished and 0 / 0 / 0. Not a test: it takes minutes, and it restarts
 the local PostgreSQL cluster (with pg_ctlcluster; it is always left running).
 
@@ -223,6 +225,21 @@ def tally(url: str, budget: int) -> dict[str, int]:
     }
 
 
+def mlflow_runs(project: Path) -> dict[str, int]:
+    """The study's MLflow runs (the parent and one per attempt) by status; none may be left RUNNING."""
+    from mlflow import MlflowClient
+
+    import storage
+
+    client = MlflowClient(storage.resolve_tracking(None, project, None).tracking_uri)
+    experiment = client.get_experiment_by_name(STUDY)
+    statuses: dict[str, int] = defaultdict(int)
+    if experiment is not None:
+        for found in client.search_runs([experiment.experiment_id], max_results=50000):
+            statuses[found.info.status] += 1
+    return dict(statuses)
+
+
 def main() -> None:
     args = parse_args()
     name = f"hpsearch_soak_{uuid.uuid4().hex[:8]}"
@@ -238,6 +255,7 @@ def main() -> None:
     try:
         code = run(soak)
         counts = tally(url, args.trials)
+        runs = mlflow_runs(workdir / "project")
     finally:
         ensure_postgres_running()
         with admin.connect() as conn:
@@ -248,7 +266,9 @@ def main() -> None:
           f"{counts['retried']} retries finished ({counts['resumed']} resumed from a checkpoint)")  # fmt: skip
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
+    print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
     ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
+    ok = ok and runs.get("RUNNING", 0) == 0
     sys.exit(0 if ok and code == 0 else 1)
 
 
