@@ -83,10 +83,11 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
         str(attrs[EXPERIMENT_ATTR]), str(attrs[PARENT_RUN_ATTR]), f"retrain-trial-{best.number}", "retrain",
         {"retrain": "true", "hpsearch.source_trial": best.number},
     )  # fmt: skip
-    tracker.log_params(run.run_id, {"trial_number": best.number, **params_dict(params)})
+    run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
         config = study.train_config(params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
         result = trainer.fit(model, data.train, data.val, data.task, config, sink=run)
+        run.flush()  # the epochs' batches are written in the background
         if result.best_checkpoint is not None:
             trainer.load_model_weights(model, result.best_checkpoint)
     val_metrics = {k: v for k, v in result.history[result.best_epoch - 1].items() if k.startswith("val_")}
@@ -99,8 +100,7 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     version = _log_and_register(tracker, run.run_id, model, data, model_name)
     test_key = record.metric.replace("val_", "test_", 1)
     became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
-    tracker.set_tags(run.run_id, {"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()})
-    tracker.end_run(run.run_id)
+    run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
                          model_name, version, champion, became, run.run_id, notes)  # fmt: skip
 

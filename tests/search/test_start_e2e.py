@@ -78,6 +78,10 @@ def test_champion_model_predicts_raw_digits_test_rows(finished_search):
     assert str(champion.version) == "1"
     retrain_run = client.get_run(champion.run_id)
     assert retrain_run.data.tags["retrain"] == "true"
+    # Every epoch's batch (written in the background) landed before the run ended.
+    assert retrain_run.info.status == "FINISHED" and "lr" in retrain_run.data.params
+    epochs = [m.step for m in client.get_metric_history(champion.run_id, "val_loss")]
+    assert epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
     artifacts = {a.path for a in client.list_artifacts(champion.run_id, "test")}
     assert {"test/classification_report.txt", "test/confusion_matrix.png"} <= artifacts
 
