@@ -150,7 +150,7 @@ def end_dead_run(tracker: Tracker, trial: FrozenTrial) -> None:
         return
     try:
         tracker.set_tags(run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
-        tracker.kill_if_running(run_id)
+        tracker.mark_killed(run_id)
     except Exception as exc:  # noqa: BLE001 - bookkeeping must not stop a reaper
         log.warning("could not end the MLflow run of dead trial %d: %s", trial.number, exc)
 

@@ -237,6 +237,6 @@ def _interrupt_running(ctx: Any) -> None:
         if ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
             run_id = trial.user_attrs.get("mlflow_run_id")
             if run_id:
-                ctx.tracker.kill_if_running(run_id)
+                ctx.tracker.mark_killed(run_id)
             if callback is not None:
                 callback(ctx.optuna_study, ctx.coordinator.storage.get_trial(trial._trial_id))

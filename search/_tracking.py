@@ -93,11 +93,16 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
-    def kill_if_running(self, run_id: str) -> None:
+    def mark_killed(self, run_id: str) -> None:
+        """End the run of a dead attempt KILLED.
+
+        Also when it says FINISHED: a worker that died between ending its run and telling Optuna
+        left a finished run for a trial that was then failed. A run ended FAILED stays so.
+        """
         from mlflow.exceptions import MlflowException
 
         try:
-            if self.client.get_run(run_id).info.status == "RUNNING":
+            if self.client.get_run(run_id).info.status in ("RUNNING", "SCHEDULED", "FINISHED"):
                 self.client.set_terminated(run_id, status="KILLED")
         except MlflowException:
             pass

@@ -146,7 +146,7 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
     if previous:
-        ctx.tracker.kill_if_running(previous)
+        ctx.tracker.mark_killed(previous)
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, f"trial-{trial.number}", "trial", tags)
     attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}

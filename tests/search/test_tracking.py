@@ -47,3 +47,14 @@ def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None
     run.flush()  # the error was handed over once; the writer goes on
     run.finish({"hpsearch.state": "FAIL"}, "FAILED")
     assert tracker.client.get_run(run.run_id).info.status == "FAILED"
+
+
+def test_a_dead_attempts_run_ends_killed_even_if_it_had_finished(tracker: Tracker) -> None:
+    # Its worker ended the run, then died before telling Optuna: the trial was reaped as dead.
+    finished, failed = _child(tracker), _child(tracker)
+    finished.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    failed.finish({"hpsearch.state": "FAIL"}, "FAILED")
+    for run in (finished, failed):
+        tracker.mark_killed(run.run_id)
+    assert tracker.client.get_run(finished.run_id).info.status == "KILLED"
+    assert tracker.client.get_run(failed.run_id).info.status == "FAILED"  # its own end says more
