@@ -104,8 +104,21 @@ def worker(ctx: click.Context, **kwargs: Any) -> None:
     from search._run import run_worker_command
 
     set_outage_limit(kwargs.pop("db_outage_limit"))
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
     sys.exit(run_worker_command(kwargs, debug=ctx.obj["debug"]))
+
+
+def _interrupt_once(*_: Any) -> None:
+    """Stop on the first Ctrl-C or SIGTERM and ignore the ones after it.
+
+    A terminal's Ctrl-C reaches the whole process group and `search start` forwards another a few
+    milliseconds later: the second must not cut short the clean-up the first started (failing the
+    running trial so that it resumes), wherever it lands.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 @cli.command()
