@@ -8,7 +8,6 @@ retry is queued before the dead trial is failed, and never queued twice for one 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -67,12 +66,11 @@ class RetryDeadTrial:
         return self.storage.create_new_trial(study._study_id, template_trial=template)
 
 
-def reap_dead_trials(coordinator: Coordinator, study: optuna.Study, *, locked: bool = False) -> list[FrozenTrial]:
+def reap_dead_trials(coordinator: Coordinator, study: optuna.Study) -> list[FrozenTrial]:
     """Fail the study's dead trials and queue their retries; return the trials this call failed.
 
-    ``locked``: the caller already holds the study lock (claiming); otherwise it is taken, and only
-    when a cheap look finds a dead trial. Under the lock a claim never sees a dead trial failed
-    but its retry not yet queued.
+    The study lock is taken only when a cheap look finds a dead trial. Under the lock a claim
+    never sees a dead trial failed but its retry not yet queued.
     """
     storage = coordinator.storage
     interval = storage.get_heartbeat_interval()
@@ -87,8 +85,7 @@ def reap_dead_trials(coordinator: Coordinator, study: optuna.Study, *, locked: b
     # one grace period to beat again before anything counts as dead.
     if not find() or OUTAGE.within(grace):
         return []
-    lock = contextlib.nullcontext() if locked else st.study_lock(storage.engine, coordinator.url, study.study_name)
-    with lock:
+    with st.study_lock(storage.engine, coordinator.url, study.study_name):
         dead = [_fail_and_retry(storage, study, trial_id, grace) for trial_id in find()]
     return [trial for trial in dead if trial is not None]
 

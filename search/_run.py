@@ -220,15 +220,13 @@ def _run_rank(kwargs: dict[str, Any], index: int) -> int:
 
 
 def _interrupt_running(ctx: Any) -> None:
-    """On Ctrl-C/SIGTERM: fail this worker's running trials and queue their retries (resumed later)."""
-    import signal
+    """On Ctrl-C/SIGTERM: fail this worker's running trials and queue their retries (resumed later).
 
+    Interrupts after the first are ignored from the moment it lands (``search._commands``), so
+    none can cut this short and leave a trial RUNNING.
+    """
     from optuna.trial import TrialState
 
-    # The terminal sends Ctrl-C to every process of the group and `search start` forwards another:
-    # a second interrupt must not cut this short and leave a trial RUNNING.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     callback = ctx.coordinator.storage.heartbeat_stale_trial_callback
     for trial in ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if trial.user_attrs.get("worker") != ctx.worker_id:

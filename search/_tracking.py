@@ -19,8 +19,25 @@ ROLE_TAG = "hpsearch.role"
 STATE_TAG = "hpsearch.state"
 
 
+MAX_PARAMS_PER_BATCH = 100  # MLflow's limit for one log_batch
+
+
 def _clean(value: Any) -> str:
     return mask(str(value))[:6000]
+
+
+def _params(params: Mapping[str, Any]) -> list[Any]:
+    from mlflow.entities import Param
+
+    return [Param(str(k), _clean(v)) for k, v in params.items()]
+
+
+def _metrics(metrics: Mapping[str, float], step: int) -> list[Any]:
+    """MLflow metrics at ``step``; the epoch number is the step, not a metric."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    return [Metric(k, float(v), now, step) for k, v in metrics.items() if k != "epoch"]
 
 
 class Tracker:
@@ -73,11 +90,9 @@ class Tracker:
         return RunLogger(self.client, str(run.info.run_id), self._writer)
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(str(k), _clean(v)) for k, v in params.items()]
-        for start in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[start : start + 100])
+        items = _params(params)
+        for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[start : start + MAX_PARAMS_PER_BATCH])
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
@@ -85,10 +100,7 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag(str(k), _clean(v)) for k, v in tags.items()])
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+        self.client.log_batch(run_id, metrics=_metrics(metrics, step))
 
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
@@ -117,23 +129,18 @@ class RunLogger:
     :meth:`finish` and :meth:`flush` wait for every write, and raise the first that failed.
     """
 
-    def __init__(self, client: MlflowClient, run_id: str, writer: _Writer | None = None) -> None:
+    def __init__(self, client: MlflowClient, run_id: str, writer: _Writer) -> None:
         self.client = client
         self.run_id = run_id
-        self._writer = writer or _Writer()
+        self._writer = writer
         self._pending: list[Any] = []
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        """Sent with the next batch (MLflow takes at most 100 params per batch)."""
-        from mlflow.entities import Param
-
-        self._pending.extend(Param(str(k), _clean(v)) for k, v in params.items())
+        """Sent with the next batch."""
+        self._pending.extend(_params(params))
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        self._send([Metric(k, float(v), now, step) for k, v in metrics.items() if k != "epoch"], [])
+        self._send(_metrics(metrics, step), [])
 
     def finish(self, tags: Mapping[str, Any], status: str) -> None:
         """Set the final tags, end the run, and wait until MLflow has all of it."""
@@ -150,10 +157,11 @@ class RunLogger:
         self._writer.flush()
 
     def _send(self, metrics: list[Any], tags: list[Any]) -> None:
-        params, self._pending = self._pending[:100], self._pending[100:]
-        while self._pending:  # more than one batch's worth of params: the rest first
-            self._writer.submit(self.client.log_batch, self.run_id, params=self._pending[:100])
-            self._pending = self._pending[100:]
+        """One batch with the pending params; params beyond one batch's limit go in batches of their own."""
+        while len(self._pending) > MAX_PARAMS_PER_BATCH:
+            self._writer.submit(self.client.log_batch, self.run_id, params=self._pending[:MAX_PARAMS_PER_BATCH])
+            self._pending = self._pending[MAX_PARAMS_PER_BATCH:]
+        params, self._pending = self._pending, []
         self._writer.submit(self.client.log_batch, self.run_id, metrics=metrics, params=params, tags=tags)
 
 
@@ -168,7 +176,7 @@ class _Writer:
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="mlflow-writer", daemon=True)
                 self._thread.start()
         self._queue.put(lambda: fn(*args, **kwargs))

@@ -7,26 +7,15 @@ trial through Optuna's API would cost O(trials) per claim.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine
 
+# Physical trials by state and how many are retries; one study user attribute (``:key``, none when
+# NULL) rides on an extra row whose state is NULL (a study with no trials has no other row).
 _COUNTS = sqlalchemy.text(
-    """
-    SELECT t.state, count(*) AS n,
-           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries
-    FROM trials t
-    LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
-    WHERE t.study_id = :sid
-    GROUP BY t.state
-    """
-)
-
-# The attribute rides on an extra row whose state is NULL (a study with no trials has no other row).
-_COUNTS_AND_ATTR = sqlalchemy.text(
     """
     SELECT NULL AS state, 0 AS n, 0 AS retries,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
@@ -67,13 +56,10 @@ class TrialCounts:
 
 
 def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
-    if isinstance(bind, Engine):
-        with bind.connect() as conn:
-            return count_trials(conn, study_id)
-    return _counts(bind.execute(_COUNTS, {"sid": study_id}).fetchall())
+    return count_trials_and_attr(bind, study_id, None)[0]
 
 
-def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str) -> tuple[TrialCounts, Any]:
+def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | None) -> tuple[TrialCounts, Any]:
     """The counts and one study user attribute (JSON-decoded, ``None`` if unset) in one round trip.
 
     What a claim reads under the study lock: every statement there is paid by every worker in turn.
@@ -81,11 +67,8 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str) ->
     if isinstance(bind, Engine):
         with bind.connect() as conn:
             return count_trials_and_attr(conn, study_id, key)
-    rows = bind.execute(_COUNTS_AND_ATTR, {"sid": study_id, "key": key}).fetchall()
+    rows = bind.execute(_COUNTS, {"sid": study_id, "key": key}).fetchall()
     raw = next((r.attr for r in rows if r.state is None), None)
-    return _counts([r for r in rows if r.state is not None]), None if raw is None else json.loads(raw)
-
-
-def _counts(rows: Sequence[Row[Any]]) -> TrialCounts:
-    by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in rows}
-    return TrialCounts(by_state, sum(int(r.retries or 0) for r in rows))
+    states = [r for r in rows if r.state is not None]
+    by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
+    return TrialCounts(by_state, sum(int(r.retries or 0) for r in states)), None if raw is None else json.loads(raw)

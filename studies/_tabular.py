@@ -8,8 +8,10 @@ final model only; nothing in a search reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -157,31 +159,38 @@ def split_indices(y: np.ndarray, class_names: list[str], seed: int) -> tuple[np.
 
 def tabular_study_data(table: Table, seed: int = 0) -> StudyData:
     """Split ``table``, standardize with training statistics and wrap everything for the trainer."""
-    train_idx, val_idx, test_idx = split_indices(table.y, table.class_names, seed)
-    standardize = Standardize.fit(table.x[train_idx])
+    info = {"n_features": table.x.shape[1], "feature_names": list(table.feature_names), "source": table.source}
+    return classification_study_data(table.x, table.y, table.class_names, Standardize.fit, seed, info)
+
+
+def classification_study_data(
+    x: np.ndarray,
+    y: np.ndarray,
+    class_names: list[str],
+    fit_preprocess: Callable[[np.ndarray], nn.Module],
+    seed: int,
+    info: dict[str, Any],
+) -> StudyData:
+    """Split rows stratified by class, fit the preprocessing on the training rows only and wrap
+    every split for the trainer (preprocessed once, here). ``info`` gets the class and split sizes."""
+    train_idx, val_idx, test_idx = split_indices(y, class_names, seed)
+    preprocess = fit_preprocess(x[train_idx])
 
     def tensors(indices: np.ndarray) -> TensorData:
         with torch.no_grad():
-            x = standardize(torch.from_numpy(table.x[indices]))
-        return TensorData(x.contiguous(), torch.from_numpy(table.y[indices]))
+            inputs = preprocess(torch.from_numpy(x[indices]))
+        return TensorData(inputs.contiguous(), torch.from_numpy(y[indices]))
 
+    sizes = {"n_classes": len(class_names), "n_train": len(train_idx), "n_val": len(val_idx), "n_test": len(test_idx)}
     return StudyData(
         train=tensors(train_idx),
         val=tensors(val_idx),
         test=tensors(test_idx),
-        task=Classification(len(table.class_names)),
-        preprocess=standardize,
-        raw_example=table.x[train_idx[:5]].copy(),
-        class_names=list(table.class_names),
-        info={
-            "n_features": table.x.shape[1],
-            "n_classes": len(table.class_names),
-            "n_train": len(train_idx),
-            "n_val": len(val_idx),
-            "n_test": len(test_idx),
-            "feature_names": list(table.feature_names),
-            "source": table.source,
-        },
+        task=Classification(len(class_names)),
+        preprocess=preprocess,
+        raw_example=x[train_idx[:5]].copy(),
+        class_names=list(class_names),
+        info={**info, **sizes},
     )
 
 

@@ -18,8 +18,7 @@ from torch import nn
 
 from studies._base import StudyData
 from studies._errors import DataError
-from studies._tabular import digits_table, split_indices
-from trainer import Classification, TensorData
+from studies._tabular import classification_study_data, digits_table
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"})
 _GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "F"})
@@ -110,32 +109,11 @@ def folder_images(folder: str | Path, image_size: int) -> Images:
 
 def image_study_data(images: Images, image_size: int, seed: int = 0) -> StudyData:
     """Split ``images``, standardise with training statistics and wrap everything for the trainer."""
-    train_idx, val_idx, test_idx = split_indices(images.labels, images.class_names, seed)
-    preprocess = ImagePreprocess.fit(images.pixels[train_idx], image_size)
-
-    def tensors(indices: np.ndarray) -> TensorData:
-        with torch.no_grad():
-            x = preprocess(torch.from_numpy(images.pixels[indices]))
-        return TensorData(x.contiguous(), torch.from_numpy(images.labels[indices]))
-
-    return StudyData(
-        train=tensors(train_idx),
-        val=tensors(val_idx),
-        test=tensors(test_idx),
-        task=Classification(len(images.class_names)),
-        preprocess=preprocess,
-        raw_example=images.pixels[train_idx[:5]].copy(),
-        class_names=list(images.class_names),
-        info={
-            "in_channels": images.pixels.shape[1],
-            "image_size": image_size,
-            "n_classes": len(images.class_names),
-            "n_train": len(train_idx),
-            "n_val": len(val_idx),
-            "n_test": len(test_idx),
-            "source": images.source,
-        },
-    )
+    info = {"in_channels": images.pixels.shape[1], "image_size": image_size, "source": images.source}
+    return classification_study_data(
+        images.pixels, images.labels, images.class_names, lambda train: ImagePreprocess.fit(train, image_size), seed,
+        info,
+    )  # fmt: skip
 
 
 def _image_files(class_dir: Path) -> list[Path]:
