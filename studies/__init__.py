@@ -6,7 +6,7 @@ your own ``study.py``), then ``params = study.suggest(trial)`` (the only place a
 ``config = study.train_config(params, study.search_fidelity)``.
 """
 
-from studies._base import Direction, Fidelity, Study, StudyData
+from studies._base import Direction, Fidelity, Study, StudyData, as_bool, fidelities
 from studies._errors import DataError, StudyError, StudyLoadError
 from studies._loader import load_study_file
 from studies._registry import get_study, list_studies
@@ -19,6 +19,8 @@ __all__ = [
     "StudyData",
     "StudyError",
     "StudyLoadError",
+    "as_bool",
+    "fidelities",
     "get_study",
     "list_studies",
     "load_study_file",

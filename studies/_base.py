@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +35,28 @@ class Fidelity:
             raise ValueError(f"Fidelity.epochs must be >= 1, got {self.epochs}")
         if not 0 < self.data_fraction <= 1:
             raise ValueError(f"Fidelity.data_fraction must be in (0, 1], got {self.data_fraction}")
+
+
+class Fidelities(TypedDict):
+    search_fidelity: Fidelity
+    full_fidelity: Fidelity
+
+
+def fidelities(search_epochs: int | str, full_epochs: int | str, data_fraction: float | str = 1.0) -> Fidelities:
+    """``search_fidelity`` and ``full_fidelity`` from a ``make_study``'s options (which may be strings)."""
+    return {
+        "search_fidelity": Fidelity(epochs=int(search_epochs), data_fraction=float(data_fraction)),
+        "full_fidelity": Fidelity(epochs=int(full_epochs)),
+    }
+
+
+def as_bool(option: str, value: bool | str) -> bool:
+    """A ``make_study`` option that is a flag; from the command line it arrives as a string."""
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"option {option} must be true or false, got {value!r}")
+        return value.lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from studies._base import Direction, Fidelity, StudyData
+from studies._base import Direction, Fidelity, StudyData, fidelities
 from studies._tabular import digits_table, file_table, synthetic_table, tabular_study_data
 from studies.resmlp._model import ResMLP
 from trainer import MixedPrecision, TrainConfig
@@ -172,8 +172,7 @@ def make_study(
         path=None if path is None else Path(path),
         target=target,
         seed=int(seed),
-        search_fidelity=Fidelity(epochs=int(search_epochs), data_fraction=float(data_fraction)),
-        full_fidelity=Fidelity(epochs=int(full_epochs)),
+        **fidelities(search_epochs, full_epochs, data_fraction),
     )
 
 

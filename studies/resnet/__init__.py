@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studies._base import Fidelity
+from studies._base import fidelities
 from studies.resnet._data import ImagePreprocess, Images, digits_images, folder_images
 from studies.resnet._model import Augment, BasicBlock, ResNet, build_resnet
 from studies.resnet._params import ResNetParams, suggest_params
@@ -70,6 +70,5 @@ def make_study(
         image_size=default_size if image_size is None else int(image_size),
         stages=int(stages),
         seed=int(seed),
-        search_fidelity=Fidelity(epochs=int(search_epochs), data_fraction=float(data_fraction)),
-        full_fidelity=Fidelity(epochs=int(full_epochs)),
+        **fidelities(search_epochs, full_epochs, data_fraction),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studies._base import Fidelity
+from studies._base import as_bool, fidelities
 from studies.tinylm._data import Vocab, default_corpus, read_corpus, split_text, windows
 from studies.tinylm._model import Block, CausalSelfAttention, TinyLM
 from studies.tinylm._params import TinyLMParams, context_choices, suggest_params
@@ -69,18 +69,8 @@ def make_study(
         context=int(context),
         max_chars=int(max_chars),
         batch_size=int(batch_size),
-        tie_weights=_as_bool("tie_weights", tie_weights),
-        activation_checkpointing=_as_bool("activation_checkpointing", activation_checkpointing),
+        tie_weights=as_bool("tie_weights", tie_weights),
+        activation_checkpointing=as_bool("activation_checkpointing", activation_checkpointing),
         seed=int(seed),
-        search_fidelity=Fidelity(epochs=int(search_epochs), data_fraction=float(data_fraction)),
-        full_fidelity=Fidelity(epochs=int(full_epochs)),
+        **fidelities(search_epochs, full_epochs, data_fraction),
     )
-
-
-def _as_bool(option: str, value: bool | str) -> bool:
-    # Options may arrive from the command line as strings.
-    if isinstance(value, str):
-        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"option {option} must be true or false, got {value!r}")
-        return value.lower() in ("true", "1", "yes")
-    return bool(value)

@@ -66,11 +66,17 @@ def make_demo_study(url: str, project_dir: Path, name: str = "demo", trials: int
                     running: bool = True, tracking: bool = False) -> DemoStudy:  # fmt: skip
     """Create ``name`` in ``url`` with the first ``trials`` finished trials (and the running one)."""
     project_dir.mkdir(parents=True, exist_ok=True)
-    from search._coordinator import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
-    from search._start import StartOptions, prepare
+    from search.cli import StartOptions, prepare
+    from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+    from search.settings import SearchSettings
 
     # The record `search start --study resmlp --study-option search_epochs=4` writes, so it can resume it.
-    opts = StartOptions(study="resmlp", trials=BUDGET, pruner="median", study_options={"search_epochs": SEARCH_EPOCHS})
+    opts = StartOptions(
+        study="resmlp",
+        trials=BUDGET,
+        settings=SearchSettings(pruner="median"),
+        study_options={"search_epochs": SEARCH_EPOCHS},
+    )
     study, _ = Coordinator(url, name).create_or_resume(prepare(opts).record, BUDGET)
     start = datetime.now() - timedelta(minutes=10)
     for number, (state, curve, worker) in enumerate(CURVES[:trials]):
@@ -93,7 +99,7 @@ def make_demo_study(url: str, project_dir: Path, name: str = "demo", trials: int
 
 def _mlflow_parent(project_dir: Path, name: str) -> tuple[str, str]:
     import storage
-    from search._tracking import Tracker
+    from search.tracking import Tracker
 
     tracker = Tracker(storage.resolve_tracking(None, project_dir))
     experiment_id = tracker.experiment_id(name)

@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture
 def registry(tmp_path):
     """A real embedded MLflow store (SQLite tracking and registry), as `search start` makes one."""
-    from search._tracking import Tracker
+    from search.tracking import Tracker
     from storage import resolve_tracking
 
     tracker = Tracker(resolve_tracking(None, tmp_path))
@@ -28,7 +28,7 @@ def registry(tmp_path):
 
 
 def _move(tracker, version: str, test_loss: float | None, direction: str = "minimize"):
-    from search._retrain import _move_champion
+    from search.tracking._retrain import _move_champion
 
     metrics = {} if test_loss is None else {"test_loss": test_loss}
     return _move_champion(tracker, "demo", version, "test_loss", metrics, direction)

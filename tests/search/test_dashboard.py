@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import storage
-from search._dashboard import dashboard_server, mlflow_server_env
-from search._settings import resolve_locations
+from search.cli import resolve_locations
+from search.observation import dashboard_server, mlflow_server_env
 
 FAKE_PASSWORD = "hunter2-secret"
 

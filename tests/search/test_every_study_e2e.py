@@ -27,8 +27,8 @@ def _champion_predicts(project: Path, name: str, study_ref: str, options: dict[s
     import mlflow
     import numpy as np
 
-    from search._catalog import load_study
-    from search._catalog import study_ref as resolve_ref
+    from search.settings import load_study
+    from search.settings import study_ref as resolve_ref
 
     mlflow.set_tracking_uri(f"sqlite:///{project}/mlflow.db")
     mlflow.set_registry_uri(f"sqlite:///{project}/mlflow.db")

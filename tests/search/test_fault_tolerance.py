@@ -298,11 +298,13 @@ def test_killed_workers_cost_no_trial_and_leave_nothing_running(killed_study):
 
 def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     """While every live worker is busy training, its heartbeat thread still fails dead trials."""
-    from search._coordinator import Coordinator
-    from search._reaper import keep_alive
-    from search._start import StartOptions, prepare
+    from search.cli import StartOptions, prepare
+    from search.coordination import Coordinator, keep_alive
+    from search.settings import SearchSettings
 
-    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=3, heartbeat_interval=1, grace_period=1)).record
+    record = prepare(
+        StartOptions(study=str(SLEEP_STUDY), trials=3, settings=SearchSettings(heartbeat_interval=1, grace_period=1))
+    ).record
     coordinator = Coordinator(f"sqlite:///{tmp_path}/optuna.db", "reap")
     study, _ = coordinator.create_or_resume(record, 3)
     dead, _ = coordinator.claim(study)
@@ -329,14 +331,14 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
 
 def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(tmp_path):
     """A worker that died after its trial's last checkpoint, before telling: the retry trains nothing."""
-    from search._settings import resolve_locations
-    from search._start import StartOptions, create_or_resume, prepare
-    from search._trial import _fit, run_trial
-    from search._worker import connect
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.execution import connect
+    from search.execution._trial import _fit, run_trial
+    from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, heartbeat_interval=1, grace_period=1, pruner="none",
-                        study_options={"epoch_seconds": 0.0})  # fmt: skip
+    settings = SearchSettings(heartbeat_interval=1, grace_period=1, pruner="none")
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings, study_options={"epoch_seconds": 0.0})
     create_or_resume(loc, prepare(opts), 1)
     ctx = connect(loc, "sleep", "test-worker")
     dead, _ = ctx.coordinator.claim(ctx.optuna_study)
@@ -550,7 +552,7 @@ def test_lost_connections_are_told_from_other_errors():
     import psycopg2
     from sqlalchemy.exc import OperationalError
 
-    from search._resilience import is_connection_error
+    from search.coordination import is_connection_error
 
     assert is_connection_error(_lost_connection())
     refused = psycopg2.OperationalError('connection to server at "127.0.0.1", port 5432 failed: Connection refused')
@@ -563,13 +565,13 @@ def test_lost_connections_are_told_from_other_errors():
 @pytest.fixture
 def fresh_outage(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's outage record, fresh for one test (other tests never see what it leaves)."""
-    from search import _resilience
+    from search.coordination import _resilience
 
     monkeypatch.setattr(_resilience, "OUTAGE", _resilience._Outage())
 
 
 def test_an_outage_is_ridden_out_with_one_line_when_it_starts_and_one_when_it_ends(monkeypatch, caplog, fresh_outage):
-    from search import _resilience
+    from search.coordination import _resilience
 
     monkeypatch.setattr(_resilience.time, "sleep", lambda s: None)
     failures = [_lost_connection() for _ in range(4)]
@@ -579,7 +581,7 @@ def test_an_outage_is_ridden_out_with_one_line_when_it_starts_and_one_when_it_en
             raise failures.pop()
         return "done"
 
-    with caplog.at_level(logging.INFO, logger="search._resilience"):
+    with caplog.at_level(logging.INFO, logger="search.coordination._resilience"):
         assert _resilience.retrying(flaky, "testing") == "done"
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
         "database connection lost while testing", "database connection back after 0.0 s",
@@ -587,8 +589,8 @@ def test_an_outage_is_ridden_out_with_one_line_when_it_starts_and_one_when_it_en
 
 
 def test_an_outage_past_the_limit_is_one_clear_error(monkeypatch, fresh_outage):
-    from search import _resilience
-    from search._errors import DatabaseUnavailableError
+    from search.coordination import _resilience
+    from search.exceptions import DatabaseUnavailableError
 
     monkeypatch.setenv(_resilience.ENV_OUTAGE_LIMIT, "0.3")
 
@@ -779,9 +781,8 @@ study = Twin()
     ],
 )
 def test_a_study_that_exists_as_another_search_is_refused(cli, tmp_path, pg_url, direction, bound, fragment):
-    from search._coordinator import Coordinator
-    from search._settings import resolve_locations
-    from search._start import StartOptions, create_or_resume, prepare
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.coordination import Coordinator
 
     (tmp_path / "first.py").write_text(TWIN.format(direction="minimize", bound=1.0))
     (tmp_path / "second.py").write_text(TWIN.format(direction=direction, bound=bound))

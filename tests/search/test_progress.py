@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import storage
-from search._coordinator import Coordinator
-from search._progress import PlainFollower, Snapshot, duration, make_follower, snapshot, trials_per_minute
+from search.coordination import Coordinator
+from search.observation import PlainFollower, Snapshot, duration, make_follower, snapshot, trials_per_minute
 
 FAKE_PASSWORD = "hunter2-secret"
 RUNNING = {"worker": "nodeB:22:0", "host": "nodeB", "epoch": 3}
@@ -91,7 +91,7 @@ def test_durations_read_at_a_glance(seconds, text):
 def test_live_view_shows_what_status_shows(sqlite_demo):
     from rich.console import Console
 
-    from search._live import render
+    from search.observation._live import render
 
     snap = snapshot(Coordinator(sqlite_demo.url, sqlite_demo.name))
     console = Console(width=110, record=True, file=io.StringIO())
@@ -104,18 +104,17 @@ def test_live_view_shows_what_status_shows(sqlite_demo):
 
 
 def test_follower_choice(sqlite_demo, monkeypatch, capsys):
-    from search import _progress
-    from search._live import LiveFollower
-    from search._run import _make_follower
+    from search.observation import _follow
+    from search.observation._live import LiveFollower
 
     coordinator = Coordinator(sqlite_demo.url, sqlite_demo.name)
-    monkeypatch.setattr(_progress, "_is_terminal", lambda: True)
-    assert isinstance(_make_follower(coordinator, quiet=False), LiveFollower)
+    monkeypatch.setattr(_follow, "_is_terminal", lambda: True)
+    assert isinstance(make_follower(coordinator, quiet=False), LiveFollower)
     quiet = make_follower(coordinator, quiet=True)
     quiet()
     quiet.close()
     assert capsys.readouterr().out == ""
-    monkeypatch.setattr(_progress, "_is_terminal", lambda: False)
+    monkeypatch.setattr(_follow, "_is_terminal", lambda: False)
     plain = make_follower(coordinator, quiet=False)
     assert isinstance(plain, PlainFollower)
     plain()

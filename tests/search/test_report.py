@@ -7,8 +7,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import storage
-from search._coordinator import Coordinator
-from search._report import REPORT_ARTIFACT, PruningSavings, build_sections, pruning_savings, render_page
+from search.coordination import Coordinator
+from search.observation._report import REPORT_ARTIFACT, PruningSavings, build_sections, pruning_savings, render_page
 
 FAKE_PASSWORD = "hunter2-secret"
 SECTIONS = ["history", "curves", "parallel", "importance", "savings", "timeline"]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from mlflow.exceptions import MlflowException
 
-from search._tracking import Tracker
+from search.tracking import Tracker
 from storage import resolve_tracking
 
 

@@ -85,7 +85,7 @@ def test_a_busy_worker_holds_a_bounded_number_of_connections(pg_server, pg_datab
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    from search._tracking import Tracker
+    from search.tracking import Tracker
 
     for name in ("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW"):
         monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,166 @@
+"""Subcommands that run and manage searches. Each reads like: resolve, run, report."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from search.cli._group import cli
+from search.cli._options import (
+    find_study_options,
+    location_options,
+    option,
+    outage_option,
+    stack,
+    study_name_option,
+    study_options_option,
+)
+from search.settings import SearchSettings
+
+_defaults = SearchSettings()
+
+_settings_options = stack(
+    option("--sampler", default=_defaults.sampler, help="tpe | random | qmc | cmaes[:startup=N]."),
+    option("--pruner", default=_defaults.pruner,
+           help="hyperband | median | successive-halving | none, with options like median:startup=2,warmup=1."),
+    option("--seed", type=int, default=_defaults.seed, help="Sampler and data-split seed."),
+    option("--max-retries", type=int, default=_defaults.max_retries,
+           help="How often a trial whose worker died is retried."),
+    option("--heartbeat-interval", type=int, default=_defaults.heartbeat_interval,
+           help="Seconds between heartbeats."),
+    option("--grace-period", type=int, default=_defaults.grace_period,
+           help="Seconds without a heartbeat before a trial counts as dead."),
+)  # fmt: skip
+"""The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
+
+
+@cli.command()
+@option("--study", required=True, help="Built-in study name (see `search studies`) or a path to a .py file.")
+@option("--trials", type=int, required=True, help="Total budget of finished trials (complete+pruned+failed).")
+@study_name_option
+@option("--workers", type=int, help="Local worker processes [one per GPU, else one per two CPU cores]; "
+                                    "0 creates the study and follows it without training.")  # fmt: skip
+@_settings_options
+@option("--gpus", help="GPUs for local workers: all | 0,1,... [all visible].")
+@option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
+@option("--quiet", "-q", is_flag=True, help="Only the final summary.")
+@study_options_option
+@outage_option
+@location_options
+@click.pass_context
+def start(ctx: click.Context, **kwargs: Any) -> None:
+    """Create (or resume) a study, run workers until the budget is spent, retrain and register the best."""
+    from search.cli._start import StartOptions, run_start
+    from search.coordination import set_outage_limit
+    from search.settings import parse_options
+
+    set_outage_limit(kwargs.pop("db_outage_limit"))
+    settings = SearchSettings(**{name: kwargs.pop(name) for name in _defaults.__dataclass_fields__})
+    opts = StartOptions(
+        study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
+        workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
+        retrain=not kwargs.pop("no_retrain"), quiet=kwargs.pop("quiet"), gpus=kwargs.pop("gpus"),
+    )  # fmt: skip
+    sys.exit(run_start(opts, kwargs, debug=ctx.obj["debug"]))
+
+
+@cli.command()
+@find_study_options
+@option("--gpus", help="all | 0,1,...: one trial per GPU at a time, each in its own process.")
+@option(
+    "--gpus-per-trial",
+    type=int,
+    default=1,
+    help="Run each trial as a torch.distributed job over this many GPUs (from --gpus).",
+)
+@option(
+    "--procs-per-trial",
+    type=int,
+    default=1,
+    help="Run each trial as a torch.distributed job of this many CPU processes (gloo).",
+)
+@option("--worker-index", type=int, default=0, hidden=True)
+@option("--rank-of-group", is_flag=True, hidden=True)
+@outage_option
+@location_options
+@click.pass_context
+def worker(ctx: click.Context, **kwargs: Any) -> None:
+    """Join a running study from any machine and train until its budget is spent."""
+    from search.cli._worker import run_worker_command
+    from search.coordination import set_outage_limit
+
+    set_outage_limit(kwargs.pop("db_outage_limit"))
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    sys.exit(run_worker_command(kwargs, debug=ctx.obj["debug"]))
+
+
+def _interrupt_once(*_: Any) -> None:
+    """Stop on the first Ctrl-C or SIGTERM and ignore the ones after it.
+
+    A terminal's Ctrl-C reaches the whole process group and `search start` forwards another a few
+    milliseconds later: the second must not cut short the clean-up the first started (failing the
+    running trial so that it resumes), wherever it lands.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+@cli.command()
+def studies() -> None:
+    """List the built-in studies."""
+    import studies as st
+
+    for name, description in st.list_studies().items():
+        click.echo(f"{name:10s} {description}")
+
+
+@cli.command()
+@find_study_options
+@option("--json", "as_json", is_flag=True, help="Print JSON.")
+@location_options
+def status(**kwargs: Any) -> None:
+    """Where a study stands: counts, running trials, best value (any storage, any machine)."""
+    from search.cli._open import open_existing
+    from search.observation import snapshot
+
+    as_json = kwargs.pop("as_json")
+    snap = snapshot(open_existing(kwargs))
+    click.echo(snap.to_json() if as_json else "\n".join(snap.lines()))
+
+
+@cli.command()
+@find_study_options
+@option("--trial", "trial_number", type=int, help="Retrain this trial instead of the best one.")
+@location_options
+def retrain(**kwargs: Any) -> None:
+    """Retrain the best (or a given) trial at full scale, test it once and register the model."""
+    from search.cli._open import open_existing_with_locations
+    from search.cli._output import print_retrain
+    from search.tracking import retrain_and_register
+
+    trial_number = kwargs.pop("trial_number")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    print_retrain(retrain_and_register(coordinator, loc, trial_number))
+
+
+@cli.command("new-study")
+@click.argument("name")
+@option("-o", "--output", type=click.Path(path_type=Path), help="File to write [./NAME.py].")
+def new_study(name: str, output: Path | None) -> None:
+    """Write a documented study file to start your own study from."""
+    from search.exceptions import SearchError
+    from studies.template import render_template
+
+    if not name.isidentifier():
+        raise SearchError(f"study name {name!r} must be a Python identifier (letters, digits, _)")
+    path = output or Path(f"{name}.py")
+    if path.exists():
+        raise SearchError(f"{path} already exists; choose another -o")
+    path.write_text(render_template(name))
+    click.echo(f"wrote {path}; run it with: search start --study {path} --trials 20")

@@ -1,0 +1,60 @@
+"""The ``search`` console entry point: run the group, turn user errors into one line and an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from search.cli import _commands, _views  # noqa: F401  (registers the subcommands)
+from search.cli._group import cli
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one line and exit code 2 for any configuration or infrastructure error."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="search", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        _fail("interrupted", EXIT_INTERRUPTED)
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        _fail(f"{exc.format_message()}{hint}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        _fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        if debug or not _is_user_error(exc):
+            raise
+        _fail(_one_line(exc), EXIT_USAGE)
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Errors that mean 'fix your input or infrastructure', printed without a traceback."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"SearchError", "StorageError", "StudyError", "ConfigError", "DataError"}:
+        return True
+    module = type(exc).__module__
+    return module.startswith(("sqlalchemy", "psycopg2")) or names & {"OperationalError"} != set()
+
+
+def _one_line(exc: Exception) -> str:
+    from storage import mask
+
+    if type(exc).__module__.startswith(("sqlalchemy", "psycopg2")):
+        from storage import explain_db_error
+
+        url = os.environ.get("SEARCH_STORAGE", "")
+        return explain_db_error(url, exc) if url else mask(str(exc).splitlines()[0])
+    text = str(exc).strip().splitlines()
+    return mask(text[0] if text else type(exc).__name__)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)

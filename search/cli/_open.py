@@ -1,0 +1,55 @@
+"""Finding the study a command names, where the flags say it lives."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import storage
+from search.cli._settings import resolve_locations
+from search.coordination import Coordinator
+from search.exceptions import SearchError
+from search.settings import load_study, study_ref
+
+if TYPE_CHECKING:
+    from search.settings import Locations
+
+
+def locations(kwargs: dict[str, Any], create: bool) -> Locations:
+    """Pop the location flags from a command's ``kwargs`` and resolve them."""
+    return resolve_locations(
+        storage=kwargs.pop("storage"), tracking_uri=kwargs.pop("tracking_uri"),
+        artifact_location=kwargs.pop("artifact_location"), project_dir=kwargs.pop("project_dir"),
+        checkpoint_dir=kwargs.pop("checkpoint_dir"), config_file=kwargs.pop("config_file"), create=create,
+    )  # fmt: skip
+
+
+def study_name(kwargs: dict[str, Any]) -> str:
+    """``--name``, else the study's own name (``--study`` may be a built-in or a file)."""
+    name = kwargs.pop("name", None)
+    ref = kwargs.pop("study", None)
+    if name:
+        return str(name)
+    if not ref:
+        raise SearchError("give --name (or --study) to say which study")
+    if not ref.endswith(".py"):
+        return str(ref)
+    return str(load_study(study_ref(ref)).name)
+
+
+def check_reachable(loc: Locations) -> None:
+    if storage.is_postgres(loc.storage_url):
+        storage.check_connection(loc.storage_url)
+
+
+def open_existing_with_locations(kwargs: dict[str, Any]) -> tuple[Coordinator, Locations]:
+    name = study_name(kwargs)
+    loc = locations(kwargs, create=False)
+    if loc.embedded and not storage.sqlite_path(loc.storage_url).exists():
+        raise SearchError(f"no study {name!r} here: {loc.project_dir} has no embedded store (give --storage?)")
+    check_reachable(loc)
+    coordinator = Coordinator.existing(loc.storage_url, name)  # raises StudyNotFoundError with a clear line
+    return coordinator, loc
+
+
+def open_existing(kwargs: dict[str, Any]) -> Coordinator:
+    return open_existing_with_locations(kwargs)[0]

@@ -1,0 +1,64 @@
+"""Click options that several commands share, declared once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def stack(*decorators: Decorator) -> Decorator:
+    """Apply ``decorators`` as if written one above the other, first on top (first in ``--help``)."""
+
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def option(*names: str, **kwargs: Any) -> Decorator:
+    """``click.option`` that shows its default in ``--help`` (unless the default is None)."""
+    kwargs.setdefault("show_default", kwargs.get("default") is not None and not kwargs.get("is_flag"))
+    return click.option(*names, **kwargs)
+
+
+location_options = stack(
+    option("--storage", envvar="SEARCH_STORAGE", show_envvar=True,
+           help="Optuna storage URL, e.g. postgresql://user@host:5432/db. "
+                "Default: an embedded SQLite file in the project directory."),
+    option("--tracking-uri", envvar="SEARCH_TRACKING_URI", show_envvar=True,
+           help="MLflow tracking/registry URI: a database URL or http://server. Default: embedded."),
+    option("--artifact-location", envvar="SEARCH_ARTIFACT_LOCATION", show_envvar=True,
+           help="Artifact root for new MLflow experiments (must be reachable from every node)."),
+    option("--project-dir", type=click.Path(path_type=Path), envvar="SEARCH_PROJECT_DIR", show_envvar=True,
+           help="Directory for embedded stores, logs and checkpoints [./.search]."),
+    option("--checkpoint-dir", type=click.Path(path_type=Path), envvar="SEARCH_CHECKPOINT_DIR", show_envvar=True,
+           help="Where trial checkpoints live (shared by all nodes) [<project-dir>/checkpoints]."),
+    option("--config", "config_file", type=click.Path(path_type=Path), envvar="SEARCH_CONFIG",
+           help="TOML file with defaults for these flags [./search.toml]."),
+)  # fmt: skip
+"""Flags that say where a study lives; each falls back to its environment variable, then search.toml."""
+
+study_name_option = option("--name", help="Optuna study name [the study's own name].")
+find_study_options = stack(
+    option("--study", help="Built-in study name or .py file (only used to find the study's name)."),
+    study_name_option,
+)
+"""How an existing study is named: ``--study`` (its file or built-in name) or ``--name``."""
+
+outage_option = option(
+    "--db-outage-limit", type=float, default=120, envvar="SEARCH_DB_OUTAGE_LIMIT", show_envvar=True,
+    metavar="SECONDS",
+    help="How long workers ride out a lost database (retrying with backoff) before they exit with an error.",
+)  # fmt: skip
+study_options_option = option(
+    "--study-option", "study_option", multiple=True, metavar="KEY=VALUE",
+    help="Option passed to the study's make_study, e.g. data=synthetic (repeatable).",
+)  # fmt: skip
+host_option = option("--host", default="127.0.0.1", help="Interface to listen on; 0.0.0.0 shares it with your network.")

@@ -1,0 +1,54 @@
+"""What a finished search and a retrain print."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from search.observation import study_summary
+from search.tracking import record_on_parent, retrain_and_register
+
+if TYPE_CHECKING:
+    from search.coordination import Coordinator
+    from search.settings import Locations
+    from search.tracking import RetrainResult
+
+
+def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet: bool) -> int:
+    """Print the outcome; retrain and register the best trial unless told not to."""
+    summary = study_summary(coordinator)
+    record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
+    print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
+          f"({summary['complete']} complete, {summary['pruned']} pruned, {summary['failed']} failed)")  # fmt: skip
+    if "best_trial" in summary:
+        print(f"  best trial {summary['best_trial']}: value {summary['best_value']:.5g}")
+        for key, value in summary["best_params"].items():
+            print(f"    {key} = {value}")
+    if "overhead_mean_fraction" in summary:
+        long_part = summary.get("overhead_fraction_trials_5s_plus")
+        extra = f", {100 * long_part:.1f}% on trials of 5 s or more" if long_part is not None else ""
+        print(f"  service overhead per trial: median {summary['overhead_p50_s'] * 1000:.0f} ms, "
+              f"{100 * summary['overhead_mean_fraction']:.1f}% of trial time{extra}")  # fmt: skip
+    if retrain and "best_trial" in summary:
+        print_retrain(retrain_and_register(coordinator, loc))
+    _print_next_steps(coordinator, loc)
+    return 0
+
+
+def print_retrain(result: RetrainResult) -> None:
+    print(f"\nretrained trial {result.trial} at full scale (run {result.run_id})")
+    for key, value in {**result.val_metrics, **result.test_metrics}.items():
+        print(f"  {key} = {value:.4f}")
+    state = "is the new champion" if result.became_champion else "registered (not champion)"
+    print(f"  model {result.model_name} version {result.version} {state}")
+    for note in result.notes:
+        print(f"  {note}")
+    print(f"  model URI: {result.model_uri}")
+
+
+def _print_next_steps(coordinator: Coordinator, loc: Locations) -> None:
+    where = [] if loc.embedded and loc.project_dir.name == ".search" and loc.project_dir.parent.samefile(".") \
+        else ["--project-dir", str(loc.project_dir)]  # fmt: skip
+    flags = " ".join(where)
+    print("\nnext:")
+    for command in ("status", "dashboard", "report", "mlflow"):
+        print(f"  search {command} --name {coordinator.study_name} {flags}".rstrip())

@@ -1,0 +1,140 @@
+"""``search start``: create or resume a study, run local workers, follow them, retrain the best."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import storage
+from search.cli._open import check_reachable, locations
+from search.cli._output import final_summary
+from search.coordination import Coordinator
+from search.exceptions import SearchError
+from search.execution import (
+    check_some_worker_succeeded,
+    default_workers,
+    parse_gpus,
+    reaping,
+    report_worker_codes,
+    spawn_workers,
+    visible_gpus,
+    wait_for_workers,
+)
+from search.observation import make_follower, print_start_header
+from search.settings import SearchSettings, StudyRecord, load_study, record_space, study_ref, validate
+from search.tracking import open_parent_run
+
+if TYPE_CHECKING:
+    from search.settings import Locations
+    from studies import Study
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    """What ``search start`` was asked to do; ``settings`` is what the study stores for its workers."""
+
+    study: str
+    trials: int
+    name: str | None = None
+    workers: int | None = None
+    settings: SearchSettings = field(default_factory=SearchSettings)
+    study_options: dict[str, Any] = field(default_factory=dict)
+    retrain: bool = True
+    quiet: bool = False
+    gpus: str | None = None
+
+
+@dataclass(frozen=True)
+class PreparedStudy:
+    study: Study
+    record: StudyRecord
+    name: str
+
+
+def prepare(opts: StartOptions) -> PreparedStudy:
+    """Validate everything that can be validated before anything is created."""
+    settings = opts.settings
+    if opts.trials <= 0:
+        raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
+    if opts.workers is not None and opts.workers < 0:
+        raise SearchError(f"--workers must be >= 0, got {opts.workers}")
+    if settings.max_retries < 0:
+        raise SearchError(f"--max-retries must be >= 0, got {settings.max_retries}")
+    validate(settings.sampler, settings.pruner)
+    if opts.gpus is not None:
+        parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
+    ref = study_ref(opts.study)
+    study = load_study(ref, opts.study_options)
+    # A bad data file must fail here, in one line, not in every worker after the study exists.
+    study.load_data()
+    record = StudyRecord(
+        study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
+        settings=settings, options=opts.study_options, space=record_space(study),
+    )  # fmt: skip
+    return PreparedStudy(study, record, opts.name or study.name)
+
+
+def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int) -> tuple[Coordinator, bool]:
+    """The study plus its MLflow experiment and parent run; a new study is removed if any part fails."""
+    coordinator = Coordinator(loc.storage_url, prepared.name)
+    optuna_study, created = coordinator.create_or_resume(prepared.record, budget)
+    record, settings = prepared.record, prepared.record.settings
+    summary = {"study": record.study_ref, "direction": record.direction, "metric": record.metric,
+               "sampler": settings.sampler, "pruner": settings.pruner, "seed": settings.seed}  # fmt: skip
+    try:
+        open_parent_run(optuna_study, loc, resumed=not created, summary=summary)
+    except BaseException:
+        if created:
+            coordinator.delete()
+        raise
+    return coordinator, created
+
+
+def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
+    """The whole search: prepare, create or resume, run workers and follow them, then the summary."""
+    loc = locations(kwargs, create=False)
+    prepared = prepare(opts)
+    check_reachable(loc)
+    storage.ensure_project_dir(loc.project_dir)
+    coordinator, created = create_or_resume(loc, prepared, opts.trials)
+    print_start_header(coordinator, loc, created, quiet=opts.quiet)
+    gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
+    # One worker per GPU it may use: more would put several trials on one GPU.
+    workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers
+    follower = make_follower(coordinator, opts.quiet)
+    follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
+    try:
+        if workers > 0:
+            procs = spawn_workers(loc, prepared.name, workers, gpus, debug)
+            codes = wait_for_workers(procs, follow)
+            if not _budget_spent(coordinator):
+                check_some_worker_succeeded(codes, loc)
+            report_worker_codes(codes, loc)
+        follow_until_done(coordinator, follower)
+    except KeyboardInterrupt:
+        follower.close()
+        print("interrupted: running trials were stopped and will resume; run the same command again to resume")
+        return 130
+    follower.close()
+    return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
+
+
+def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0) -> None:
+    """Follow the study (reaping dead trials) until every logical trial of the budget has finished."""
+    study = coordinator.load()
+    while True:
+        coordinator.reap(study)
+        counts = coordinator.counts()
+        follower()
+        if counts.finished_logical >= coordinator.budget() and counts.state("RUNNING") == 0 \
+                and counts.state("WAITING") == 0:  # fmt: skip
+            return
+        time.sleep(poll)
+
+
+def _budget_spent(coordinator: Coordinator) -> bool:
+    return coordinator.counts().finished_logical >= coordinator.budget()

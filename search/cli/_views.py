@@ -1,0 +1,89 @@
+"""Subcommands that show a study to people: ``dashboard``, ``report`` and ``mlflow``.
+
+Each reads like the others in ``_commands``: resolve the study, do one thing, say where to look.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from search.cli._group import cli
+from search.cli._options import find_study_options, host_option, location_options, option
+
+
+def _announce(what: str, study: str) -> Any:
+    def announce(url: str) -> None:
+        click.echo(f"{what} for study {study!r}: {url}\n(Ctrl-C to stop)")
+
+    return announce
+
+
+@cli.command()
+@find_study_options
+@host_option
+@option("--port", type=int, default=8080, help="Port to listen on (0: any free port).")
+@location_options
+@click.pass_context
+def dashboard(ctx: click.Context, **kwargs: Any) -> None:
+    """Serve optuna-dashboard on a study's storage: history, importances, every trial, live."""
+    from search.cli._open import open_existing
+    from search.observation import serve_dashboard
+
+    host, port = kwargs.pop("host"), kwargs.pop("port")
+    coordinator = open_existing(kwargs)
+    name = coordinator.study_name
+    serve_dashboard(coordinator.url, name, host, port, _announce("optuna-dashboard", name), ctx.obj["debug"])
+
+
+@cli.command()
+@find_study_options
+@option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="HTML file to write [./<study>-report.html].")  # fmt: skip
+@option("--no-mlflow", is_flag=True, help="Do not attach the page to the study's MLflow parent run.")
+@location_options
+def report(**kwargs: Any) -> None:
+    """Write one self-contained HTML page about a study and attach it to its MLflow parent run.
+
+    It shows the optimization history, learning curves (pruned trials cut short), parallel
+    coordinates, parameter importances, the epochs pruning saved, and which worker ran which trial.
+    """
+    from search.cli._open import open_existing_with_locations
+    from search.observation import REPORT_ARTIFACT, write_report
+
+    output, no_mlflow = kwargs.pop("output"), kwargs.pop("no_mlflow")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    path = output or Path(f"{coordinator.study_name}-report.html")
+    result = write_report(coordinator, loc, path, attach=not no_mlflow)
+    click.echo(f"wrote {result.path} ({result.path.stat().st_size / 1e6:.1f} MB)")
+    if result.mlflow_run_id:
+        click.echo(f"attached as {REPORT_ARTIFACT} to MLflow run {result.mlflow_run_id}")
+
+
+@cli.command("mlflow")
+@find_study_options
+@host_option
+@option("--port", type=int, default=5000, help="Port to listen on.")
+@location_options
+def mlflow_ui(**kwargs: Any) -> None:
+    """Serve the MLflow UI on a study's tracking store: one run per trial under the study's run.
+
+    When the tracking URI is already an MLflow server, print the study's page there instead.
+    """
+    import storage
+    from search.cli._open import open_existing_with_locations
+    from search.observation import check_port_free, experiment_path, serve_mlflow
+
+    host, port = kwargs.pop("host"), kwargs.pop("port")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    fragment = experiment_path(coordinator)
+    announce = _announce("MLflow UI", coordinator.study_name)
+    if storage.TrackingLocation(loc.tracking_uri, loc.artifact_location).is_server:
+        click.echo(f"MLflow UI for study {coordinator.study_name!r}: "
+                   f"{storage.mask(loc.tracking_uri.rstrip('/'))}{fragment}")  # fmt: skip
+        return
+    check_port_free(host, port)
+    sys.exit(serve_mlflow(loc, fragment, host, port, announce))

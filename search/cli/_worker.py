@@ -1,0 +1,79 @@
+"""``search worker``: join a study from any machine and train until its budget is spent."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from search.cli._open import locations, open_existing_with_locations, study_name
+from search.exceptions import SearchError
+from search.execution import (
+    connect,
+    default_worker_id,
+    interrupt_running,
+    launch,
+    parse_gpus,
+    run_rank,
+    run_worker,
+    spawn_workers,
+    wait_for_workers,
+)
+
+if TYPE_CHECKING:
+    from search.settings import Locations
+
+log = logging.getLogger(__name__)
+
+
+def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
+    """``search worker``: one process per GPU slot, a process group per multi-process trial, or this process."""
+    gpus_flag, index = kwargs.pop("gpus"), kwargs.pop("worker_index")
+    gpus_per_trial, procs_per_trial = kwargs.pop("gpus_per_trial"), kwargs.pop("procs_per_trial")
+    if kwargs.pop("rank_of_group"):
+        return _run_rank(kwargs, index)
+    if gpus_per_trial < 1 or procs_per_trial < 1:
+        raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
+    gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
+    if gpus_per_trial > 1 and not gpus:
+        gpus = parse_gpus("all")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
+    if gpus_per_trial > 1 or procs_per_trial > 1:
+        release()
+        return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 else None,
+                           max(gpus_per_trial, procs_per_trial), index, debug)  # fmt: skip
+    if gpus and len(gpus) > 1:
+        release()
+        procs = spawn_workers(loc, coordinator.study_name, len(gpus), gpus, debug)
+        codes = wait_for_workers(procs, lambda: None)
+        return max((c or 0) for c in codes)
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
+    ctx = connect(loc, coordinator.study_name, default_worker_id(index), coordinator)
+    try:
+        report = run_worker(ctx)
+    except KeyboardInterrupt:
+        interrupt_running(ctx)
+        return 130
+    log.info("worker %s done: %d trials", ctx.worker_id, len(report.outcomes))
+    return 0
+
+
+def _run_groups(loc: Locations, name: str, gpus: list[str] | None, size: int, index: int, debug: bool) -> int:
+    """One process group per ``size`` GPUs (or one CPU group), each running trials until the study is done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if gpus is not None and len(gpus) < size:
+        raise SearchError(f"--gpus-per-trial {size} needs at least {size} GPUs, {len(gpus)} given")
+    groups = [gpus[i : i + size] for i in range(0, len(gpus) - size + 1, size)] if gpus else [[]]
+    with ThreadPoolExecutor(len(groups)) as pool:
+        codes = list(pool.map(lambda g: launch(loc, name, size, g[1], index * 100 + g[0], debug), enumerate(groups)))
+    return max(codes)
+
+
+def _run_rank(kwargs: dict[str, Any], index: int) -> int:
+    """One rank of a multi-process trial group; only rank 0 opens the study."""
+    name = study_name(kwargs)
+    loc = locations(kwargs, create=False)
+    return run_rank(loc, name, index, os.environ["HPSEARCH_GANG_WORKER_ID"])

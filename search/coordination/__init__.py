@@ -1,0 +1,44 @@
+"""The study in its storage: the study record, claims within an exact budget, liveness and reaping, outages."""
+
+from search.coordination._coordinator import (
+    BUDGET_ATTR,
+    EXPERIMENT_ATTR,
+    PARENT_RUN_ATTR,
+    SPEC_ATTR,
+    WORKERS_ATTR,
+    Coordinator,
+)
+from search.coordination._liveness import heartbeat, keep_alive
+from search.coordination._reaper import FAIL_REASON_ATTR, RetryDeadTrial, reap_dead_trials
+from search.coordination._resilience import (
+    ENV_OUTAGE_LIMIT,
+    OUTAGE,
+    attempt,
+    is_connection_error,
+    outage_limit,
+    resilient,
+    retrying,
+    set_outage_limit,
+)
+
+__all__ = [
+    "BUDGET_ATTR",
+    "ENV_OUTAGE_LIMIT",
+    "EXPERIMENT_ATTR",
+    "FAIL_REASON_ATTR",
+    "OUTAGE",
+    "PARENT_RUN_ATTR",
+    "SPEC_ATTR",
+    "WORKERS_ATTR",
+    "Coordinator",
+    "RetryDeadTrial",
+    "attempt",
+    "heartbeat",
+    "is_connection_error",
+    "keep_alive",
+    "outage_limit",
+    "reap_dead_trials",
+    "resilient",
+    "retrying",
+    "set_outage_limit",
+]

@@ -1,0 +1,230 @@
+"""The study in its storage: create or resume it, and hand out trials within an exact budget."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import storage as st
+from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
+from search.coordination._resilience import retrying
+from search.exceptions import SearchError, StudyMismatchError, StudyNotFoundError
+from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import RDBStorage
+    from optuna.trial import FrozenTrial
+
+log = logging.getLogger(__name__)
+
+SPEC_ATTR = "hpsearch.spec"
+BUDGET_ATTR = "hpsearch.budget"
+PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
+EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
+WORKERS_ATTR = "hpsearch.workers_joined"
+
+
+class Coordinator:
+    """One worker's (or the follower's) connection to a study's storage."""
+
+    def __init__(self, url: str, study_name: str) -> None:
+        import optuna
+
+        # Optuna logs every created study and trial at INFO; our own output says what matters.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.url = url
+        self.study_name = study_name
+        self.storage: RDBStorage = st.open_optuna_storage(url)
+        self.on_reaped: Callable[[FrozenTrial], None] | None = None
+        """Called with each dead trial this process fails (a worker ends its MLflow run)."""
+
+    @classmethod
+    def existing(cls, url: str, study_name: str) -> Coordinator:
+        """The coordinator of a study that must exist; creates nothing (not even Optuna's tables) if not."""
+        if not st.has_optuna_tables(url):
+            raise StudyNotFoundError(
+                f"study {study_name!r} does not exist in {st.describe(url)}; create it with `search start`"
+            )
+        coordinator = cls(url, study_name)
+        coordinator.load()
+        return coordinator
+
+    def apply(self, record: StudyRecord) -> None:
+        """Turn on heartbeats and bounded retries of dead trials, as the study record says."""
+        self.storage.heartbeat_interval = record.settings.heartbeat_interval
+        self.storage.grace_period = record.settings.grace_period
+        self.storage.heartbeat_stale_trial_callback = RetryDeadTrial(self.storage, record.settings.max_retries)
+        self.storage.failed_trial_callback = self.storage.heartbeat_stale_trial_callback
+
+    # -- creating and loading -------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.study_name in {s.study_name for s in self.storage.get_all_studies()}
+
+    def read_record(self) -> StudyRecord:
+        attrs = self._user_attrs()
+        if SPEC_ATTR not in attrs:
+            raise SearchError(f"study {self.study_name!r} was not created by hpsearch (no {SPEC_ATTR} attribute)")
+        return StudyRecord.from_json(attrs[SPEC_ATTR])
+
+    def create_or_resume(self, record: StudyRecord, budget: int) -> tuple[optuna.Study, bool]:
+        """Create the study, or resume it after checking that it is the same search."""
+        import optuna
+
+        if self.exists():
+            old = self.read_record()
+            self._check_same_search(old, record)
+            self.apply(old)
+            study = self.load(old)
+            study.set_user_attr(BUDGET_ATTR, budget)
+            return study, False
+        self.apply(record)
+        direction = optuna.study.StudyDirection[record.direction.upper()]
+        study = optuna.create_study(
+            storage=self.storage, study_name=self.study_name, direction=direction,
+            sampler=self._sampler(record, 0), pruner=self._pruner(record),
+        )  # fmt: skip
+        try:
+            study.set_user_attr(SPEC_ATTR, record.to_json())
+            study.set_user_attr(BUDGET_ATTR, budget)
+        except BaseException:
+            self.delete()
+            raise
+        return study, True
+
+    def load(self, record: StudyRecord | None = None, worker_ordinal: int = 0) -> optuna.Study:
+        import optuna
+
+        if not self.exists():
+            raise StudyNotFoundError(
+                f"study {self.study_name!r} does not exist in {st.describe(self.url)}; create it with `search start`"
+            )
+        record = record or self.read_record()
+        self.apply(record)
+        return optuna.load_study(
+            study_name=self.study_name, storage=self.storage,
+            sampler=self._sampler(record, worker_ordinal), pruner=self._pruner(record),
+        )  # fmt: skip
+
+    def join(self) -> int:
+        """A number no other worker of this study has had, handed out under the study lock.
+
+        It seeds this worker's sampler: workers on different nodes (each numbering its local
+        processes from 0) must not share a seed, or they propose the same trials.
+        """
+
+        def attempt() -> int:
+            with st.study_lock(self.storage.engine, self.url, self.study_name):
+                study_id = self.storage.get_study_id_from_name(self.study_name)
+                ordinal = int(self.storage.get_study_user_attrs(study_id).get(WORKERS_ATTR, 0))
+                self.storage.set_study_user_attr(study_id, WORKERS_ATTR, ordinal + 1)
+            return ordinal
+
+        return retrying(attempt, "joining the study")
+
+    def delete(self) -> None:
+        import optuna
+
+        optuna.delete_study(study_name=self.study_name, storage=self.storage)
+
+    def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
+        hint = "; choose another --name for a new study"
+        if old.direction != new.direction or old.metric != new.metric:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists with {old.direction} {old.metric}, "
+                f"not {new.direction} {new.metric}{hint}"
+            )
+        diff = space_differences(old.space, new.space)
+        if diff:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists with another search space (differs in {', '.join(diff)}){hint}"
+            )
+        if old.study_ref != new.study_ref:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists for {old.study_ref!r}, not {new.study_ref!r}{hint}"
+            )
+
+    @staticmethod
+    def _sampler(record: StudyRecord, worker_ordinal: int) -> Any:
+        # Workers with one seed would propose identical trials from identical histories.
+        seed = None if record.settings.seed is None else record.settings.seed + 7919 * worker_ordinal
+        return make_sampler(record.settings.sampler, seed)
+
+    @staticmethod
+    def _pruner(record: StudyRecord) -> Any:
+        return make_pruner(record.settings.pruner, record.search_epochs)
+
+    def _user_attrs(self) -> dict[str, Any]:
+        study_id = self.storage.get_study_id_from_name(self.study_name)
+        return self.storage.get_study_user_attrs(study_id)
+
+    # -- the budget -----------------------------------------------------------------------
+
+    def budget(self) -> int:
+        return retrying(lambda: int(self._user_attrs().get(BUDGET_ATTR, 0)), "reading the budget")
+
+    def counts(self) -> st.TrialCounts:
+        def count() -> st.TrialCounts:
+            study_id = self.storage.get_study_id_from_name(self.study_name)
+            return st.count_trials(self.storage.engine, study_id)
+
+        return retrying(count, "counting trials")
+
+    def claim(self, study: optuna.Study) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
+        """The next trial to run, or ``None`` when the budget is spent.
+
+        Counting and creating the trial (or taking a queued retry) happen under one study-wide
+        lock, so W racing workers create exactly ``budget`` logical trials, never ``budget + W``.
+        Only that is under the lock: every worker waits for it in turn, so reaping dead trials
+        (which takes the lock itself when it finds one) comes before, and the sampler's work
+        (the slow part of ``study.ask()``) after. A lost connection retries each step alone;
+        a trial whose creation committed unseen is reaped as one that never beat.
+        """
+        import optuna
+
+        started = time.perf_counter()
+        self.reap(study)
+        trial_id, counts = retrying(lambda: self._take(study), "claiming a trial")
+        if trial_id is None:
+            return None, counts
+
+        def open_trial() -> optuna.trial.Trial:
+            if self.storage.get_heartbeat_interval():
+                self.storage.record_heartbeat(trial_id)
+            # What study.ask() does once it has a trial id: the sampler looks at the study now.
+            study._thread_local.cached_all_trials = None
+            return optuna.Trial(study, trial_id)
+
+        trial = retrying(open_trial, "claiming a trial")
+        log.debug("claimed trial %d in %.1f ms", trial.number, 1000 * (time.perf_counter() - started))
+        return trial, counts
+
+    def _take(self, study: optuna.Study) -> tuple[int | None, st.TrialCounts]:
+        """Under the study lock: the id of a queued retry or of a new trial, unless the budget is spent."""
+        with st.study_lock(self.storage.engine, self.url, self.study_name) as conn:
+            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, study._study_id, BUDGET_ATTR)
+            if counts.state("WAITING"):
+                popped = study._pop_waiting_trial_id()
+                if popped is not None:
+                    return popped, counts
+            if counts.logical >= int(budget or 0):
+                return None, counts
+            return study._storage.create_new_trial(study._study_id), counts
+
+    def reap(self, study: optuna.Study) -> list[FrozenTrial]:
+        """Fail trials whose worker stopped heartbeating and queue their retries (see ``_reaper``)."""
+        dead = retrying(lambda: reap_dead_trials(self.storage, self.url, study), "reaping dead trials")
+        self.report_reaped(dead)
+        return dead
+
+    def reap_once(self, study: optuna.Study) -> None:
+        """One reaping pass without riding out an outage (for a heartbeat thread, which tries again soon)."""
+        self.report_reaped(reap_dead_trials(self.storage, self.url, study))
+
+    def report_reaped(self, dead: list[FrozenTrial]) -> None:
+        if self.on_reaped is not None:
+            for trial in dead:
+                self.on_reaped(trial)

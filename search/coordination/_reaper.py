@@ -1,0 +1,106 @@
+"""Dead trials: find the ones whose worker stopped heartbeating, fail them, queue their retry.
+
+Any live process of a study reaps: a worker when it claims a trial and, while it trains, from its
+heartbeat thread; the process following the study (``search start``) whenever it looks. Reaping
+is idempotent, so a reaper that dies or loses the database half-way leaves nothing to repair: the
+retry is queued before the dead trial is failed, and never queued twice for one dead attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import storage as st
+from search.coordination._resilience import OUTAGE
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import RDBStorage
+    from optuna.trial import FrozenTrial
+
+log = logging.getLogger(__name__)
+
+FAIL_REASON_ATTR = "fail_reason"
+ORPHAN_SLACK_S = 60.0
+"""Extra wait before a trial that never heartbeat counts as dead (start times are node clocks)."""
+
+
+class RetryDeadTrial:
+    """Queue a WAITING copy of a dead trial: same params, its reported values and user attributes.
+
+    Like Optuna's ``RetryHeartbeatStaleTrialCallback(max_retry, inherit_intermediate_values=True)``
+    (the same system attributes, so a retry continues the same logical trial), but a dead attempt
+    that already has a retry is not retried again, and :meth:`queue` returns the new trial's id.
+    """
+
+    def __init__(self, storage: RDBStorage, max_retry: int) -> None:
+        self.storage = storage
+        self.max_retry = max_retry
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.queue(study, trial)
+
+    def queue(self, study: optuna.Study, trial: FrozenTrial) -> int | None:
+        """Queue the retry of ``trial``; its id, or None when it has one already or no retries are left."""
+        import optuna
+
+        history = [*trial.system_attrs.get("retry_history", []), trial.number]
+        if len(history) > self.max_retry:
+            return None
+        if trial.number in st.retried_trial_numbers(self.storage.engine, study._study_id):
+            return None
+        system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
+                        "retry_history": history}  # fmt: skip
+        template = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
+            user_attrs=trial.user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
+        )  # fmt: skip
+        return self.storage.create_new_trial(study._study_id, template_trial=template)
+
+
+def reap_dead_trials(storage: RDBStorage, url: str, study: optuna.Study) -> list[FrozenTrial]:
+    """Fail the study's dead trials and queue their retries; return the trials this call failed.
+
+    The study lock is taken only when a cheap look finds a dead trial. Under the lock a claim
+    never sees a dead trial failed but its retry not yet queued.
+    """
+    interval = storage.get_heartbeat_interval()
+    if not interval:
+        return []
+    grace = float(storage.grace_period or 2 * interval)
+
+    def find() -> list[int]:
+        return st.stale_trials(storage.engine, study._study_id, grace, grace + ORPHAN_SLACK_S)
+
+    # During an outage find() fails; right after one every heartbeat is old, so live workers get
+    # one grace period to beat again before anything counts as dead.
+    if not find() or OUTAGE.within(grace):
+        return []
+    with st.study_lock(storage.engine, url, study.study_name):
+        dead = [_fail_and_retry(storage, study, trial_id, grace) for trial_id in find()]
+    return [trial for trial in dead if trial is not None]
+
+
+def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, grace: float) -> FrozenTrial | None:
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    trial = storage.get_trial(trial_id)
+    if trial.state != TrialState.RUNNING:
+        return None
+    callback = storage.heartbeat_stale_trial_callback
+    retry_id = callback.queue(study, trial) if isinstance(callback, RetryDeadTrial) else None
+    storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"worker lost: no heartbeat for over {grace:g} s")
+    try:
+        storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    except UpdateFinishedTrialError:
+        # Its worker finished it after all, between our look and now: the retry is not needed.
+        if retry_id is not None:
+            storage.set_trial_user_attr(retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} finished")
+            storage.set_trial_state_values(retry_id, state=TrialState.FAIL)
+        return None
+    worker = trial.user_attrs.get("worker", "?")
+    queued = "queued its retry" if retry_id is not None else "no retries left"
+    log.warning("trial %d failed: its worker %s stopped heartbeating; %s", trial.number, worker, queued)
+    return trial

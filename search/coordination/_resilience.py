@@ -1,0 +1,198 @@
+"""Riding out database outages: retry storage calls with capped backoff, up to a time limit.
+
+A worker touches its databases at a few points (claiming, reporting, telling, heartbeats, MLflow).
+Each goes through :func:`retrying`, which tells a lost connection (a server restart, a network
+outage) from every other error, logs one line when an outage starts and one when it ends, and
+gives up with :class:`DatabaseUnavailableError` once the outage has lasted ``--db-outage-limit``
+seconds. The outage is tracked per process, so a heartbeat thread and the main thread that both
+lose the connection log it once and share one deadline.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from search.exceptions import DatabaseUnavailableError, SearchError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ENV_OUTAGE_LIMIT = "SEARCH_DB_OUTAGE_LIMIT"
+DEFAULT_OUTAGE_LIMIT_S = 120.0
+FIRST_DELAY_S = 0.5
+MAX_DELAY_S = 8.0
+# Errors of the OperationalError family that no amount of waiting fixes.
+_PERMANENT = ("password authentication failed", "no password supplied", "does not exist")
+
+
+def set_outage_limit(seconds: float) -> None:
+    """Set ``--db-outage-limit`` for this process and the workers it starts (they inherit the environment)."""
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise SearchError(f"--db-outage-limit must be a positive number of seconds, got {seconds:g}")
+    os.environ[ENV_OUTAGE_LIMIT] = f"{seconds:g}"
+
+
+def outage_limit() -> float:
+    raw = os.environ.get(ENV_OUTAGE_LIMIT)
+    if not raw:
+        return DEFAULT_OUTAGE_LIMIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SearchError(f"{ENV_OUTAGE_LIMIT}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SearchError(f"{ENV_OUTAGE_LIMIT} must be a positive number of seconds, got {raw}")
+    return value
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) means the database connection was lost or refused.
+
+    Optuna wraps SQLAlchemy errors in ``StorageInternalError`` and MLflow in ``MlflowException``;
+    both keep the original as ``__cause__``, so the whole chain is looked at.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, DatabaseUnavailableError):
+            return False  # an inner retry already gave up; do not start the clock again
+        if _is_lost_connection(current):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _is_lost_connection(exc: BaseException) -> bool:
+    from sqlalchemy import exc as sa_exc
+
+    if any(text in str(exc) for text in _PERMANENT):
+        return False
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
+        return True
+    try:
+        import psycopg2
+    except ImportError:  # pragma: no cover - psycopg2 is a dependency
+        return False
+    return isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+
+
+class _Outage:
+    """This process's view of the database: reachable, or unreachable since when."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.since: float | None = None
+        self.ended: float | None = None
+
+    def failed(self, what: str, exc: BaseException) -> float:
+        """Record a lost connection; return how long the outage has lasted so far."""
+        with self._lock:
+            now = time.monotonic()
+            if self.since is None:
+                self.since = now
+                log.warning("database connection lost while %s (%s); retrying for up to %g s",
+                            what, _brief(exc), outage_limit())  # fmt: skip
+            return now - self.since
+
+    def succeeded(self) -> None:
+        if self.since is None:  # the common case, without taking the lock
+            return
+        with self._lock:
+            if self.since is not None:
+                now = time.monotonic()
+                log.info("database connection back after %.1f s", now - self.since)
+                self.since, self.ended = None, now
+
+    def within(self, seconds: float) -> bool:
+        """True during an outage (as this process last saw it) and for ``seconds`` after it ended."""
+        since, ended = self.since, self.ended
+        return since is not None or (ended is not None and time.monotonic() - ended < seconds)
+
+
+OUTAGE = _Outage()
+
+
+def _brief(exc: BaseException) -> str:
+    from storage import mask
+
+    inner: BaseException = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    text = str(getattr(inner, "orig", None) or inner).strip()
+    return mask(text.splitlines()[0]) if text else type(inner).__name__
+
+
+def retrying(call: Callable[[], T], what: str) -> T:
+    """``call()``, retried with capped exponential backoff while the database is unreachable.
+
+    ``what`` completes "database connection lost while ..." (e.g. "claiming a trial"). Only
+    connection errors are retried; any other error propagates at once. ``call`` must be safe to
+    repeat: a write whose reply was lost may have committed.
+
+    Raises:
+        DatabaseUnavailableError: the outage lasted longer than ``--db-outage-limit``.
+    """
+    delay = FIRST_DELAY_S
+    while True:
+        try:
+            result = call()
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            down, limit = OUTAGE.failed(what, exc), outage_limit()
+            if down >= limit:
+                raise DatabaseUnavailableError(
+                    f"database unreachable for {down:.0f} s while {what} (limit --db-outage-limit {limit:g}): "
+                    f"{_brief(exc)}"
+                ) from exc
+            time.sleep(min(delay * random.uniform(0.8, 1.2), limit - down + 0.1))
+            delay = min(2 * delay, MAX_DELAY_S)
+            continue
+        OUTAGE.succeeded()
+        return result
+
+
+def attempt(call: Callable[[], Any], what: str) -> bool:
+    """Call once for a periodic job (a heartbeat): a lost connection is noted and reported as False."""
+    try:
+        call()
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        OUTAGE.failed(what, exc)
+        return False
+    OUTAGE.succeeded()
+    return True
+
+
+class _Retrying:
+    def __init__(self, target: Any, what: str) -> None:
+        self._target = target
+        self._what = what
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self._target, name)
+        if not callable(member):
+            return member
+
+        @functools.wraps(member)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return retrying(lambda: member(*args, **kwargs), f"{self._what} ({name})")
+
+        return call
+
+
+def resilient(target: T, what: str) -> T:
+    """``target`` with every method call going through :func:`retrying` (for an MLflow client)."""
+    return cast(T, _Retrying(target, what))

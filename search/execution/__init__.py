@@ -1,0 +1,54 @@
+"""Running trials: the worker loop, one trial end to end, multi-process trials, and local worker processes."""
+
+from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._finish import fail_reason
+from search.execution._gang import launch, run_rank
+from search.execution._local import (
+    check_some_worker_succeeded,
+    default_workers,
+    parse_gpus,
+    reaping,
+    report_worker_codes,
+    spawn_workers,
+    visible_gpus,
+    wait_for_workers,
+    worker_logs,
+)
+from search.execution._pruning import PruningHook
+from search.execution._trial import logical_number, run_trial
+from search.execution._worker import (
+    IDLE_POLL_S,
+    WorkerReport,
+    connect,
+    default_worker_id,
+    interrupt_running,
+    run_worker,
+    search_subset,
+)
+
+__all__ = [
+    "IDLE_POLL_S",
+    "PruningHook",
+    "TrialOutcome",
+    "WorkerContext",
+    "WorkerReport",
+    "check_some_worker_succeeded",
+    "connect",
+    "default_worker_id",
+    "default_workers",
+    "fail_reason",
+    "interrupt_running",
+    "launch",
+    "logical_number",
+    "parse_gpus",
+    "reaping",
+    "report_worker_codes",
+    "run_rank",
+    "run_trial",
+    "run_worker",
+    "search_subset",
+    "spawn_workers",
+    "visible_gpus",
+    "wait_for_workers",
+    "worker_logs",
+]

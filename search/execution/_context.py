@@ -1,0 +1,49 @@
+"""What a worker holds while it runs trials, and what each trial comes to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
+
+    from search.coordination import Coordinator
+    from search.settings import StudyRecord
+    from search.tracking import Tracker
+    from studies import Study, StudyData
+    from trainer import TrainData
+
+
+@dataclass
+class WorkerContext:
+    """What a worker loads once and reuses for every trial."""
+
+    study: Study
+    data: StudyData
+    search_train: TrainData
+    record: StudyRecord
+    coordinator: Coordinator
+    optuna_study: optuna.Study
+    tracker: Tracker
+    experiment_id: str
+    parent_run_id: str
+    checkpoint_root: Path
+    worker_id: str
+    gang: Any = None
+    """For a multi-process trial: rank 0's link to the other ranks (``_gang.Gang``)."""
+
+    def __post_init__(self) -> None:
+        # Dead trials this worker reaps get their MLflow run ended as well.
+        self.coordinator.on_reaped = self.tracker.end_dead_run
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    number: int
+    state: str
+    value: float | None
+    fit_seconds: float
+    wall_seconds: float
+    reason: str = ""

@@ -1,0 +1,196 @@
+"""How a trial ends: told exactly once as COMPLETE, PRUNED or FAIL, or given up to the retry that owns it."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import FAIL_REASON_ATTR, retrying
+from search.exceptions import DatabaseUnavailableError, TrialLostError
+from search.execution._context import TrialOutcome, WorkerContext
+from storage import set_user_attrs
+
+if TYPE_CHECKING:
+    import optuna
+
+    from search.execution._pruning import PruningHook
+    from search.tracking import RunLogger
+
+log = logging.getLogger(__name__)
+
+
+def _best_value(history: list[dict[str, float]], metric: str, direction: str) -> float:
+    values = [h[metric] for h in history if metric in h and math.isfinite(h[metric])]
+    if not values:
+        raise ValueError(f"the study metric {metric!r} was never reported")
+    return min(values) if direction == "minimize" else max(values)
+
+
+def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
+    """The metric of every epoch: a resumed attempt's history lacks those before its checkpoint
+    (all of them when it resumed after the last epoch), but its trial carries their reports."""
+    if not result.resumed_from_epoch:
+        return list(result.history)
+    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial._trial_id), f"reading trial {trial.number}")
+    return [*result.history, *({ctx.record.metric: v} for v in frozen.intermediate_values.values())]
+
+
+def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,
+               started: float) -> TrialOutcome:  # fmt: skip
+    from optuna.trial import TrialState
+
+    pruned = hook.pruned_epoch is not None
+    value = None if pruned else _best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
+    state = "PRUNED" if pruned else "COMPLETE"
+    tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
+    if pruned:
+        tags["hpsearch.pruned_epoch"] = hook.pruned_epoch
+    run.finish(tags, "FINISHED")  # waits for the epochs' batches too
+    # Service overhead: all worker time but training, so the per-epoch pruner reports and MLflow
+    # batches (hooks and sink, inside fit; the batches are written while the next epoch trains,
+    # the wait for the last is here) count; only the final attributes and tell are left out.
+    wall = time.perf_counter() - started
+    training = result.fit_seconds - result.callback_seconds
+    attrs = {
+        "epochs_run": result.epochs_run,
+        "best_epoch": result.best_epoch,
+        "wall_seconds": round(wall, 3),
+        "fit_seconds": round(result.fit_seconds, 3),
+        "overhead_seconds": round(max(0.0, wall - training), 4),
+        "samples_per_second": round(result.samples_per_second, 1),
+        "resumed_from_epoch": result.resumed_from_epoch,
+    }
+    _record_attrs(ctx, trial, attrs)
+    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value)
+    return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
+
+
+def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:
+    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"recording trial {trial.number}")
+
+
+def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
+          reason: str | None = None) -> None:  # fmt: skip
+    """Tell the final state exactly once, even when the reply to a committed tell was lost.
+
+    Raises:
+        TrialLostError: another process (a reaper) finished the trial first.
+    """
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    def tell() -> Any:
+        # tell() reads the trial back after its write (or, when the trial was already finished,
+        # returns it as it found it): either way its answer says who finished it.
+        try:
+            if state == TrialState.COMPLETE:
+                return ctx.optuna_study.tell(trial, value, skip_if_finished=True)
+            return ctx.optuna_study.tell(trial, state=state, skip_if_finished=True)
+        except UpdateFinishedTrialError:  # finished between tell's own look and its write
+            return ctx.coordinator.storage.get_trial(trial._trial_id)
+
+    frozen = retrying(tell, f"finishing trial {trial.number}")
+    # A reaper fails a trial too, but with its own reason.
+    if frozen.state != state or (reason is not None and frozen.user_attrs.get(FAIL_REASON_ATTR) != reason):
+        raise TrialLostError(f"trial {trial.number} was finished as {frozen.state.name} by another process")
+
+
+def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, exc: Exception,
+                   started: float) -> TrialOutcome:  # fmt: skip
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    reason = fail_reason(exc)
+    try:
+        if isinstance(exc, TrialLostError | UpdateFinishedTrialError) or not _still_running(ctx, trial):
+            return _abandon(ctx, trial, run, started)
+        log.warning("trial %d failed: %s", trial.number, reason)
+        attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}
+        _record_attrs(ctx, trial, attrs)
+        _record_failure_in_mlflow(ctx, run, exc, reason)
+        _tell(ctx, trial, TrialState.FAIL, reason=reason)
+    except (TrialLostError, UpdateFinishedTrialError):
+        return _abandon(ctx, trial, run, started)
+    finally:
+        _free_memory()
+    return TrialOutcome(trial.number, "FAIL", None, 0.0, time.perf_counter() - started, reason)
+
+
+def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception, reason: str) -> None:
+    _flush_quietly(run)
+    try:
+        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
+        if not _is_expected(exc):
+            ctx.tracker.client.log_text(run.run_id, "".join(traceback.format_exception(exc)), "traceback.txt")
+        ctx.tracker.end_run(run.run_id, "FAILED")
+    except DatabaseUnavailableError:
+        raise
+    except Exception as mlflow_exc:  # noqa: BLE001 - bookkeeping trouble must not leave the trial RUNNING
+        log.warning("could not record the failure of run %s in MLflow: %s", run.run_id, mlflow_exc)
+
+
+def _still_running(ctx: WorkerContext, trial: optuna.trial.Trial) -> bool:
+    from optuna.trial import TrialState
+
+    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial._trial_id), f"reading trial {trial.number}")
+    return bool(frozen.state == TrialState.RUNNING)
+
+
+def _flush_quietly(run: RunLogger) -> None:
+    """Let the run's queued writes land before its end is recorded; their failure is not the trial's."""
+    try:
+        run.flush()
+    except DatabaseUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bookkeeping only
+        log.warning("could not write to MLflow run %s: %s", run.run_id, exc)
+
+
+def _abandon(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, started: float) -> TrialOutcome:
+    """Give up a trial that a reaper failed while this worker was cut off: its retry owns it now."""
+    log.warning("trial %d was failed by another process while this worker was cut off; its retry takes over",
+                trial.number)  # fmt: skip
+    _flush_quietly(run)
+    try:
+        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
+        ctx.tracker.end_run(run.run_id, "KILLED")
+    except DatabaseUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bookkeeping only
+        log.warning("could not end MLflow run %s: %s", run.run_id, exc)
+    return TrialOutcome(trial.number, "LOST", None, 0.0, time.perf_counter() - started, "taken over by its retry")
+
+
+def _is_expected(exc: Exception) -> bool:
+    import torch
+
+    import trainer
+
+    return isinstance(exc, trainer.DivergenceError | torch.OutOfMemoryError)
+
+
+def fail_reason(exc: Exception) -> str:
+    import torch
+
+    import trainer
+
+    if isinstance(exc, trainer.DivergenceError):
+        return f"diverged at epoch {exc.epoch}"
+    if isinstance(exc, torch.OutOfMemoryError):
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return first if first.startswith("CUDA out of memory") else f"CUDA out of memory: {first}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}".rstrip(": ")
+
+
+def _free_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

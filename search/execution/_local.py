@@ -1,0 +1,150 @@
+"""Worker processes on this machine: how many, on which GPUs, started, followed and waited for."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import retrying
+from search.exceptions import SearchError
+from search.settings import location_env
+from search.tracking import Tracker
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from search.coordination import Coordinator
+    from search.settings import Locations
+
+log = logging.getLogger(__name__)
+
+
+def default_workers() -> int:
+    """One worker per GPU; on CPU, one per two cores (each trial uses two threads)."""
+    gpus = visible_gpus()
+    if gpus:
+        return len(gpus)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def visible_gpus() -> list[str]:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``."""
+    logs = loc.project_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 1) // max(1, count)) if not gpus else 4
+    procs = []
+    for index in range(count):
+        env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": str(threads)}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+        cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
+               "--name", name, "--worker-index", str(index)]  # fmt: skip
+        with open(logs / f"worker-{index}.log", "ab") as out:
+            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+    return procs
+
+
+def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any) -> list[int]:
+    """Call ``follow()`` about once a second until every worker has exited; forward Ctrl-C."""
+    try:
+        while any(p.poll() is None for p in procs):
+            follow()
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 60
+        for p in procs:
+            try:
+                p.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+        raise
+    follow()
+    return [p.returncode for p in procs]
+
+
+def parse_gpus(value: str) -> list[str]:
+    """``all`` or a list of distinct GPU indices, each of which must exist on this machine."""
+    if value.strip().lower() == "all":
+        gpus = visible_gpus()
+        if not gpus:
+            raise SearchError("--gpus all: no NVIDIA GPU is visible on this machine")
+        return gpus
+    parts = [p.strip() for p in value.split(",")]
+    if not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise SearchError(f"invalid --gpus value {value!r}; expected all or a comma-separated list like 0,1")
+    present = visible_gpus()
+    missing = [p for p in parts if p not in present]
+    if missing:
+        have = ", ".join(present) if present else "none"
+        raise SearchError(f"--gpus {value}: no GPU {', '.join(missing)} on this machine (GPUs here: {have})")
+    return parts
+
+
+def worker_logs(loc: Locations) -> Path:
+    return loc.project_dir / "logs"
+
+
+def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:
+    """All local workers failing is an error to report, not a study to wait on forever."""
+    if not codes or any(code == 0 for code in codes):
+        return
+    log_file = worker_logs(loc) / "worker-0.log"
+    lines = [line for line in log_file.read_text(errors="replace").splitlines() if line.strip()] \
+        if log_file.exists() else []  # fmt: skip
+    last = f": {lines[-1].strip()}" if lines else ""
+    raise SearchError(f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}")
+
+
+def report_worker_codes(codes: list[int], loc: Locations) -> None:
+    for index, code in enumerate(codes):
+        if code not in (0, None):
+            log.warning(
+                "worker %d exited with code %s; see %s", index, code, loc.project_dir / "logs" / f"worker-{index}.log"
+            )
+
+
+def reaping(coordinator: Coordinator, loc: Locations, follow: Callable[[], None]) -> Callable[[], None]:
+    """``follow`` that also reaps dead trials about twice per grace period, as the follower does.
+
+    The MLflow runs of trials reaped here are ended too (the tracker is opened on first need).
+    """
+    trackers: list[Tracker] = []
+
+    def end_run(trial: FrozenTrial) -> None:
+        if not trackers:
+            trackers.append(Tracker(loc.tracking()))
+        trackers[0].end_dead_run(trial)
+
+    coordinator.on_reaped = end_run
+    every = max(1.0, (coordinator.storage.grace_period or 60) / 2)
+    state: dict[str, Any] = {"study": None, "next": 0.0}
+
+    def follow_and_reap() -> None:
+        if time.monotonic() >= state["next"]:
+            state["next"] = time.monotonic() + every
+            state["study"] = state["study"] or retrying(coordinator.load, "loading the study")
+            coordinator.reap(state["study"])
+        follow()
+
+    return follow_and_reap

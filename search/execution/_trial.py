@@ -1,0 +1,88 @@
+"""One trial: suggest -> build -> fit with a pruning hook -> tell, with MLflow alongside."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import heartbeat, retrying
+from search.exceptions import DatabaseUnavailableError
+from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._finish import finish_failed, finish_ok
+from search.execution._pruning import PruningHook
+from search.settings import params_dict
+from storage import set_user_attrs
+
+if TYPE_CHECKING:
+    import optuna
+
+    from search.tracking import RunLogger
+
+log = logging.getLogger(__name__)
+HOST = socket.gethostname()
+
+
+def logical_number(trial: optuna.trial.Trial) -> int:
+    """Number of the first attempt of this trial (retries continue it), as read when it was claimed."""
+    return int(trial._cached_frozen_trial.system_attrs.get("failed_trial", trial.number))
+
+
+def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float | None = None) -> TrialOutcome:
+    """Run ``trial`` to a final state; trial-level failures end it as FAIL and return normally.
+
+    ``claimed_at`` (a ``time.perf_counter()`` value) makes the claim part of the measured overhead.
+    """
+    started = claimed_at or time.perf_counter()
+    with heartbeat(ctx.coordinator, ctx.optuna_study, trial):
+        base = logical_number(trial)
+        run = _start_run(ctx, trial, base)
+        ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
+        try:
+            result, hook = _fit(ctx, trial, run, ckpt_dir)
+            outcome = finish_ok(ctx, trial, run, result, hook, started)
+        except DatabaseUnavailableError:
+            raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
+        except Exception as exc:  # noqa: BLE001 - every trial-level error ends the trial, not the worker
+            outcome = finish_failed(ctx, trial, run, exc, started)
+    if outcome.state != "LOST":  # a lost trial's retry resumes from these checkpoints
+        # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return outcome
+
+
+def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunLogger:
+    """The trial's MLflow run; the trial records who runs it and where its run is, in one write."""
+    previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
+    tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
+    if previous:
+        ctx.tracker.mark_killed(previous)
+        tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
+    run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, f"trial-{trial.number}", "trial", tags)
+    attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}
+    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}")
+    return run
+
+
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path) -> tuple[Any, PruningHook]:
+    import trainer
+
+    # Only suggest sees the trial, so it is safe to run again after a lost connection.
+    params = retrying(lambda: ctx.study.suggest(trial), f"suggesting params for trial {trial.number}")
+    if ctx.gang is not None:
+        ctx.gang.send_params(trial.number, params, ckpt_dir)
+    run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
+    model = ctx.study.build_model(params, ctx.data)
+    config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
+        checkpoint_dir=ckpt_dir,
+        resume=True,
+        keep_last=2,  # two, so a damaged newest one has a fallback
+    )
+    hook = PruningHook(trial, ctx.record.metric)
+    result = trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=run)
+    if ctx.gang is not None:
+        trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
+    return result, hook

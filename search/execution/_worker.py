@@ -1,0 +1,125 @@
+"""A worker: join a study, load data once, run trials until the budget is spent."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+from search.exceptions import SearchError
+from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._trial import run_trial
+from search.settings import load_study
+from search.tracking import Tracker
+
+if TYPE_CHECKING:
+    from search.settings import Locations
+    from trainer import TrainData
+
+log = logging.getLogger(__name__)
+IDLE_POLL_S = 2.0
+
+
+@dataclass
+class WorkerReport:
+    worker_id: str
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+
+
+def search_subset(data: TrainData, fraction: float, seed: int) -> TrainData:
+    """A fixed random ``fraction`` of the training split (the search fidelity's data budget)."""
+    if fraction >= 1.0:
+        return data
+    import torch
+
+    n = len(data)  # type: ignore[arg-type]
+    keep = max(1, int(round(n * fraction)))
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randperm(n, generator=generator)[:keep].sort().values
+    if hasattr(data, "subset"):
+        return data.subset(indices)
+    return torch.utils.data.Subset(data, indices.tolist())
+
+
+def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordinator | None = None) -> WorkerContext:
+    """Open the study and MLflow, load the data: everything a worker does once.
+
+    Pass the ``coordinator`` that found the study, if any: a second one would keep its own pool of
+    connections open for the worker's life.
+    """
+    coordinator = coordinator or Coordinator(loc.storage_url, study_name)
+    optuna_study = coordinator.load(worker_ordinal=coordinator.join())
+    record = coordinator.read_record()
+    attrs = optuna_study.user_attrs
+    if PARENT_RUN_ATTR not in attrs:
+        raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
+    study = load_study(record.study_ref, record.options)
+    data = study.load_data()
+    # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
+    # instead of inside the first trial.
+    import torch._dynamo  # noqa: F401
+
+    fidelity = study.search_fidelity
+    tracker = Tracker(loc.tracking())
+    # MLflow opens its store on first use (engine, schema check: a few hundred ms); do it here, not
+    # in the first trial, and make sure the study's parent run is there.
+    tracker.client.get_run(str(attrs[PARENT_RUN_ATTR]))
+    # Start-up leaves millions of long-lived objects (torch, MLflow, the data); without this the
+    # collector's next full pass walks them all, ~0.2 s in the middle of some trial, and again later.
+    gc.collect()
+    gc.freeze()
+    return WorkerContext(
+        study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
+        record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
+        experiment_id=str(attrs[EXPERIMENT_ATTR]), parent_run_id=str(attrs[PARENT_RUN_ATTR]),
+        checkpoint_root=loc.checkpoint_root, worker_id=worker_id,
+    )  # fmt: skip
+
+
+def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
+    """Claim and run trials until none is left; ``stop()`` returning True ends the loop early."""
+    report = WorkerReport(ctx.worker_id)
+    while stop is None or not stop():
+        claimed_at = time.perf_counter()
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study)
+        if trial is None:
+            # Linger while others run: if one of them dies, its retry must find a live worker.
+            if counts.state("RUNNING") == 0:
+                break
+            time.sleep(IDLE_POLL_S)
+            continue
+        outcome = run_trial(ctx, trial, claimed_at)
+        report.outcomes.append(outcome)
+        log.info("trial %d %s%s", outcome.number, outcome.state, f" ({outcome.reason})" if outcome.reason else "")
+    return report
+
+
+def default_worker_id(index: int) -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{index}"
+
+
+def interrupt_running(ctx: WorkerContext) -> None:
+    """On Ctrl-C/SIGTERM: fail this worker's running trials and queue their retries (resumed later).
+
+    Interrupts after the first are ignored from the moment it lands (``search.cli``), so
+    none can cut this short and leave a trial RUNNING.
+    """
+    from optuna.trial import TrialState
+
+    callback = ctx.coordinator.storage.heartbeat_stale_trial_callback
+    for trial in ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.user_attrs.get("worker") != ctx.worker_id:
+            continue
+        ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", "interrupted")
+        if ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+            run_id = trial.user_attrs.get("mlflow_run_id")
+            if run_id:
+                ctx.tracker.mark_killed(run_id)
+            if callback is not None:
+                callback(ctx.optuna_study, ctx.coordinator.storage.get_trial(trial._trial_id))

@@ -1,0 +1,40 @@
+"""Showing a study to people: progress snapshots, the live view, summaries, the report, dashboard and MLflow UI.
+
+Everything here reads the study; the only writes are its own outputs (a page, a summary).
+"""
+
+from search.observation._follow import Follower, PlainFollower, make_follower
+from search.observation._progress import RunningTrial, Snapshot, duration, snapshot, trials_per_minute
+from search.observation._report import REPORT_ARTIFACT, ReportResult, write_report
+from search.observation._servers import (
+    check_port_free,
+    dashboard_server,
+    experiment_path,
+    mlflow_server_env,
+    serve_dashboard,
+    serve_mlflow,
+)
+from search.observation._summary import overhead_stats, print_start_header, study_summary
+
+__all__ = [
+    "REPORT_ARTIFACT",
+    "Follower",
+    "PlainFollower",
+    "ReportResult",
+    "RunningTrial",
+    "Snapshot",
+    "check_port_free",
+    "dashboard_server",
+    "duration",
+    "experiment_path",
+    "make_follower",
+    "mlflow_server_env",
+    "overhead_stats",
+    "print_start_header",
+    "serve_dashboard",
+    "serve_mlflow",
+    "snapshot",
+    "study_summary",
+    "trials_per_minute",
+    "write_report",
+]

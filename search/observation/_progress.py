@@ -1,0 +1,148 @@
+"""Following a study while it runs: counts, best value, rate and ETA.
+
+One :class:`Snapshot` is what every view shows: the live view of ``search start``, its plain
+lines when output is not a terminal (``_follow``), and ``search status`` (text or JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from search.coordination import Coordinator
+
+
+@dataclass(frozen=True)
+class RunningTrial:
+    number: int
+    worker: str | None
+    host: str | None
+    epoch: int
+    """Last epoch the trial reported (0 before its first report)."""
+    seconds: float
+    """How long the trial has been running."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One look at a study; what `search status` prints and the live view draws."""
+
+    study: str
+    metric: str
+    direction: str
+    search_epochs: int
+    budget: int
+    finished: int
+    running: int
+    waiting: int
+    complete: int
+    pruned: int
+    failed: int
+    retried: int
+    best_value: float | None
+    best_trial: int | None
+    trials_per_minute: float
+    eta_seconds: float | None
+    running_trials: list[RunningTrial]
+
+    def line(self) -> str:
+        best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
+        eta = "-" if self.eta_seconds is None else duration(self.eta_seconds)
+        return (
+            f"{self.study}: {self.finished}/{self.budget} finished, {self.running} running, "
+            f"{self.complete} complete, {self.pruned} pruned, {self.failed} failed, best {best}, "
+            f"{self.trials_per_minute:.1f} trials/min, ETA {eta}"
+        )
+
+    def lines(self) -> list[str]:
+        """The summary line, then one line per running trial."""
+        return [self.line(), *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def trial_line(trial: RunningTrial, search_epochs: int) -> str:
+    return (
+        f"trial {trial.number} on {trial.host or '?'} ({trial.worker or '?'}), "
+        f"epoch {trial.epoch}/{search_epochs}, running {duration(trial.seconds)}"
+    )
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``: short enough for a status line."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def snapshot(coordinator: Coordinator, since: float | None = None) -> Snapshot:
+    """Read the study once. ``since`` (epoch seconds) starts the window of the trial rate;
+    without it the window is the whole search so far."""
+    from optuna.trial import TrialState
+
+    counts = coordinator.counts()
+    record = coordinator.read_record()
+    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    trials = coordinator.storage.get_all_trials(study_id, deepcopy=False)
+    best = _best(trials, record.direction)
+    budget = coordinator.budget()
+    finished = counts.finished_logical
+    active = counts.state("RUNNING") + counts.state("WAITING") > 0
+    rate = trials_per_minute(trials, since, active)
+    eta = 60.0 * (budget - finished) / rate if rate > 0 and budget > finished else None
+    now = time.time()
+    running = [
+        RunningTrial(t.number, t.user_attrs.get("worker"), t.user_attrs.get("host"),
+                     int(max(t.intermediate_values, default=0)), now - _stamp(t.datetime_start, now))
+        for t in trials if t.state == TrialState.RUNNING
+    ]  # fmt: skip
+    return Snapshot(
+        study=coordinator.study_name, metric=record.metric, direction=record.direction,
+        search_epochs=record.search_epochs, budget=budget, finished=finished,
+        running=counts.state("RUNNING"), waiting=counts.state("WAITING"), complete=counts.state("COMPLETE"),
+        pruned=counts.state("PRUNED"), failed=finished - counts.state("COMPLETE") - counts.state("PRUNED"),
+        retried=counts.retries, best_value=None if best is None else best.value,
+        best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
+        running_trials=running,
+    )  # fmt: skip
+
+
+def _best(trials: list[FrozenTrial], direction: str) -> FrozenTrial | None:
+    from optuna.trial import TrialState
+
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    if not complete:
+        return None
+    pick = min if direction == "minimize" else max
+    return pick(complete, key=lambda t: float(t.value))  # type: ignore[arg-type]
+
+
+def _stamp(moment: datetime | None, default: float) -> float:
+    return default if moment is None else moment.timestamp()
+
+
+def trials_per_minute(trials: list[FrozenTrial], since: float | None, active: bool) -> float:
+    """Trials finished per minute since ``since`` (default: the first trial's start).
+
+    A search that is not running is measured up to its last finished trial, so the rate of a
+    search that ended yesterday is its rate while it ran, not diluted by the idle day since.
+    """
+    ended = [t.datetime_complete.timestamp() for t in trials if t.datetime_complete is not None]
+    now = time.time()
+    first = min((t.datetime_start.timestamp() for t in trials if t.datetime_start), default=now)
+    start = first if since is None else since
+    recent = [e for e in ended if e >= start]
+    if not recent:
+        return 0.0
+    end = now if active or since is not None else max(recent)
+    return 60.0 * len(recent) / max(1.0, end - start)

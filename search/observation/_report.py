@@ -1,0 +1,292 @@
+"""``search report``: one self-contained HTML page about a study, also kept on its MLflow parent run.
+
+The page inlines plotly.js once (no CDN), so it opens offline, from an e-mail or from MLflow's
+artifact view alike.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search.exceptions import SearchError
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+    from plotly.graph_objects import Figure
+
+    from search.coordination import Coordinator
+    from search.observation._progress import Snapshot
+    from search.settings import Locations, StudyRecord
+
+REPORT_ARTIFACT = "study_report.html"
+MIN_TRIALS_FOR_IMPORTANCE = 3
+"""Fewer complete trials than this give importances that are noise; the page says so instead."""
+STATE_COLORS = {"COMPLETE": "#1f77b4", "PRUNED": "#ff7f0e", "FAIL": "#d62728", "RUNNING": "#7f7f7f"}
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the page: a title, a sentence on how to read it, and a figure (or only the note)."""
+
+    key: str
+    title: str
+    note: str
+    figure: Figure | None = None
+
+
+@dataclass(frozen=True)
+class PruningSavings:
+    """Epochs the search ran against the epochs it would have run had nothing been pruned."""
+
+    trials: int
+    epochs_run: int
+    epochs_unpruned: int
+
+    @property
+    def saved(self) -> int:
+        return self.epochs_unpruned - self.epochs_run
+
+    @property
+    def fraction(self) -> float:
+        return self.saved / self.epochs_unpruned if self.epochs_unpruned else 0.0
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: Path
+    sections: list[Section]
+    mlflow_run_id: str | None
+
+
+def write_report(coordinator: Coordinator, loc: Locations, output: Path, attach: bool = True) -> ReportResult:
+    """Write the page to ``output`` and, unless told not to, attach it to the study's MLflow parent run."""
+    sections = build_sections(coordinator)
+    page = render_page(coordinator, sections)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(page, encoding="utf-8")
+    run_id = attach_to_parent(coordinator, loc, page) if attach else None
+    return ReportResult(output, sections, run_id)
+
+
+def build_sections(coordinator: Coordinator) -> list[Section]:
+    import optuna.visualization as vis
+
+    record = coordinator.read_record()
+    study = coordinator.load(record)
+    trials = study.get_trials(deepcopy=False)
+    metric = record.metric
+    return [
+        Section("history", "Optimization history",
+                f"Each dot is a finished trial's {metric}; the line is the best value so far.",
+                vis.plot_optimization_history(study, target_name=metric)),
+        Section("curves", "Learning curves",
+                f"{metric} after each epoch. Pruned trials (orange, ending in ×) were stopped early by the "
+                f"{record.settings.pruner} pruner; complete trials ran all {record.search_epochs} search epochs.",
+                learning_curves(trials, record)),
+        Section("parallel", "Parallel coordinates",
+                f"One line per complete trial through its parameters, coloured by {metric}.",
+                vis.plot_parallel_coordinate(study, target_name=metric)),
+        importance_section(study, metric),
+        savings_section(trials, record.search_epochs),
+        Section("timeline", "Trials per worker",
+                "When each worker ran which trial (the number on the bar), coloured by how the trial ended.",
+                worker_timeline(trials)),
+    ]  # fmt: skip
+
+
+def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    shown: set[str] = set()
+    for trial in trials:
+        steps = sorted(trial.intermediate_values)
+        if not steps:
+            continue
+        state = trial.state.name
+        values = [trial.intermediate_values[s] for s in steps]
+        symbols = ["circle"] * len(steps)
+        if state == "PRUNED":
+            symbols[-1] = "x"
+        fig.add_trace(go.Scatter(
+            x=steps, y=values, mode="lines+markers", name=state.lower(), legendgroup=state,
+            showlegend=state not in shown, line={"color": STATE_COLORS.get(state, "#999999"), "width": 1.5},
+            marker={"symbol": symbols, "size": [6] * (len(steps) - 1) + [11 if state == "PRUNED" else 6]},
+            hovertemplate=f"trial {trial.number} ({state.lower()})<br>epoch %{{x}}: %{{y:.4g}}<extra></extra>",
+        ))  # fmt: skip
+        shown.add(state)
+    fig.add_vline(x=record.search_epochs, line_dash="dot", line_color="#888888",
+                  annotation_text="search epochs", annotation_position="top left")  # fmt: skip
+    fig.update_layout(xaxis_title="epoch", yaxis_title=record.metric, template="plotly_white")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def importance_section(study: optuna.Study, metric: str) -> Section:
+    import optuna.visualization as vis
+    from optuna.trial import TrialState
+
+    title = "Parameter importances"
+    complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    if complete < MIN_TRIALS_FOR_IMPORTANCE:
+        return Section("importance", title, f"Not enough complete trials to estimate importances yet "
+                       f"({complete} complete, {MIN_TRIALS_FOR_IMPORTANCE} needed).")  # fmt: skip
+    try:
+        figure = vis.plot_param_importances(study, target_name=metric)
+    except (ValueError, RuntimeError) as exc:  # e.g. every trial has the same params
+        return Section("importance", title, f"Importances could not be estimated: {exc}")
+    return Section("importance", title,
+                   f"How much of the variation in {metric} each parameter explains (fANOVA over "
+                   f"{complete} complete trials).", figure)  # fmt: skip
+
+
+def pruning_savings(trials: list[FrozenTrial], search_epochs: int) -> PruningSavings:
+    """Over the trials the pruner decided on (complete and pruned); failed trials were stopped by errors."""
+    decided = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    run = sum(_epochs_run(t) for t in decided)
+    return PruningSavings(len(decided), run, len(decided) * search_epochs)
+
+
+def _epochs_run(trial: FrozenTrial) -> int:
+    return int(trial.user_attrs.get("epochs_run", trial.last_step or 0))
+
+
+def savings_section(trials: list[FrozenTrial], search_epochs: int) -> Section:
+    import plotly.graph_objects as go
+
+    savings = pruning_savings(trials, search_epochs)
+    decided = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    labels = [f"trial {t.number}" for t in decided]
+    run = [_epochs_run(t) for t in decided]
+    fig = go.Figure([
+        go.Bar(x=labels, y=run, name="epochs run",
+               marker_color=[STATE_COLORS[t.state.name] for t in decided]),
+        go.Bar(x=labels, y=[max(0, search_epochs - r) for r in run], name="epochs saved by pruning",
+               marker_color="#d9d9d9"),
+    ])  # fmt: skip
+    fig.update_layout(barmode="stack", yaxis_title="epochs", template="plotly_white")
+    note = (f"The search ran {savings.epochs_run} of the {savings.epochs_unpruned} epochs its "
+            f"{savings.trials} complete and pruned trials would have run unpruned: pruning saved "
+            f"{savings.saved} epochs ({100 * savings.fraction:.0f}%). Failed trials are left out.")  # fmt: skip
+    return Section("savings", "Compute saved by pruning", note, fig)
+
+
+def worker_timeline(trials: list[FrozenTrial]) -> Figure:
+    import plotly.graph_objects as go
+
+    now = datetime.now()
+    fig = go.Figure()
+    for state in STATE_COLORS:
+        rows = [t for t in trials if t.state.name == state and t.datetime_start is not None]
+        if not rows:
+            continue
+        ends = [t.datetime_complete or now for t in rows]
+        fig.add_trace(go.Bar(
+            base=[t.datetime_start.isoformat() for t in rows],  # type: ignore[union-attr]
+            x=[1000 * (e - t.datetime_start).total_seconds() for t, e in zip(rows, ends, strict=True)],  # type: ignore[operator]
+            y=[str(t.user_attrs.get("worker", "unknown")) for t in rows], orientation="h", name=state.lower(),
+            marker_color=STATE_COLORS[state], text=[str(t.number) for t in rows], textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate="trial %{text}<br>%{y}<extra>" + state.lower() + "</extra>",
+        ))  # fmt: skip
+    fig.update_layout(barmode="overlay", xaxis={"type": "date", "title": "time"}, yaxis_title="worker",
+                      template="plotly_white")  # fmt: skip
+    return fig
+
+
+def render_page(coordinator: Coordinator, sections: list[Section]) -> str:
+    from search.observation._progress import snapshot
+
+    snap = snapshot(coordinator)
+    record = coordinator.read_record()
+    title = html.escape(f"hpsearch report: {snap.study}")
+    body = "\n".join(_render_section(section, first=index == _first_figure(sections))
+                     for index, section in enumerate(sections))  # fmt: skip
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f"<style>{_CSS}</style></head><body>\n<h1>{html.escape(snap.study)}</h1>\n"
+            f"{_summary_table(coordinator, snap, record)}\n{body}\n</body></html>\n")  # fmt: skip
+
+
+def _first_figure(sections: list[Section]) -> int:
+    return next((i for i, s in enumerate(sections) if s.figure is not None), -1)
+
+
+def _render_section(section: Section, first: bool) -> str:
+    head = (f'<section id="{section.key}" data-{"figure" if section.figure else "note"}="{section.key}">'
+            f"<h2>{html.escape(section.title)}</h2><p class=\"note\">{html.escape(section.note)}</p>")  # fmt: skip
+    if section.figure is None:
+        return head + "</section>"
+    section.figure.update_layout(template="plotly_white", title_text="", margin={"t": 40})
+    plot = section.figure.to_html(full_html=False, include_plotlyjs=first, div_id=f"plot-{section.key}",
+                                  config=_PLOT_CONFIG, default_height="460px")  # fmt: skip
+    return f"{head}{plot}</section>"
+
+
+def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord) -> str:
+    import storage
+
+    best = "-" if snap.best_value is None else f"{snap.best_value:.6g} (trial {snap.best_trial})"
+    rows: list[tuple[str, Any]] = [
+        ("objective", f"{record.direction} {record.metric}"),
+        ("trials", f"{snap.finished}/{snap.budget} finished: {snap.complete} complete, {snap.pruned} pruned, "
+                   f"{snap.failed} failed; {snap.running} running"),
+        ("best", best),
+        *_best_params(coordinator, snap),
+        ("sampler / pruner", f"{record.settings.sampler} / {record.settings.pruner}"),
+        ("epochs per trial", record.search_epochs),
+        ("optuna storage", storage.describe(coordinator.url)),
+        ("generated", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
+    ]  # fmt: skip
+    cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return f'<table class="summary">{cells}</table>'
+
+
+def _best_params(coordinator: Coordinator, snap: Snapshot) -> list[tuple[str, Any]]:
+    if snap.best_trial is None:
+        return []
+    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    trial_id = coordinator.storage.get_trial_id_from_study_id_trial_number(study_id, snap.best_trial)
+    params = coordinator.storage.get_trial(trial_id).params
+    return [(f"  {key}", f"{value:.4g}" if isinstance(value, float) else value) for key, value in params.items()]
+
+
+def attach_to_parent(coordinator: Coordinator, loc: Locations, page: str) -> str:
+    """Log the page on the study's MLflow parent run; returns the run id."""
+    from mlflow.exceptions import MlflowException
+
+    import storage
+    from search.coordination import PARENT_RUN_ATTR
+    from search.tracking import Tracker
+
+    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    run_id = coordinator.storage.get_study_user_attrs(study_id).get(PARENT_RUN_ATTR)
+    if not run_id:
+        raise SearchError(f"study {coordinator.study_name!r} has no MLflow parent run (use --no-mlflow)")
+    tracker = Tracker(loc.tracking())
+    try:
+        tracker.client.get_run(run_id)
+    except MlflowException:
+        raise SearchError(f"the study's MLflow parent run {run_id} is not in {storage.mask(loc.tracking_uri)} "
+                          "(give --tracking-uri, or --no-mlflow)") from None  # fmt: skip
+    tracker.client.log_text(run_id, page, REPORT_ARTIFACT)
+    return str(run_id)
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1150px;
+       padding: 0 1rem; color: #222; }
+h1 { margin-bottom: .5rem; } h2 { margin: 2.2rem 0 .3rem; font-size: 1.25rem; }
+p.note { color: #555; margin: 0 0 .5rem; }
+table.summary { border-collapse: collapse; font-size: .95rem; }
+table.summary th { text-align: left; padding: .15rem 1.2rem .15rem 0; color: #555; font-weight: 500;
+                   white-space: pre; }
+table.summary td { padding: .15rem 0; font-variant-numeric: tabular-nums; }
+section { border-top: 1px solid #e5e5e5; }
+"""

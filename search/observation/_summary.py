@@ -1,0 +1,62 @@
+"""A study in numbers: the start header, the outcome counts, best trial and service overhead."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from search.coordination import Coordinator
+    from search.settings import Locations
+
+LONG_TRIAL_S = 5.0
+
+
+def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, quiet: bool) -> None:
+    import storage
+
+    if quiet:
+        return
+    counts = coordinator.counts()
+    verb = "created" if created else f"resumed ({counts.finished_logical} trials already finished)"
+    print(f"study {coordinator.study_name!r} {verb}; budget {coordinator.budget()} trials", flush=True)
+    print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)
+    print(f"  mlflow tracking: {storage.mask(loc.tracking_uri)}", flush=True)
+    print(f"  worker logs: {loc.project_dir / 'logs'}", flush=True)
+
+
+def overhead_stats(trials: list[Any]) -> dict[str, float]:
+    """Per-trial service overhead (worker time not spent inside ``trainer.fit``)."""
+    rows = [(t.user_attrs["overhead_seconds"], t.user_attrs["wall_seconds"]) for t in trials
+            if "overhead_seconds" in t.user_attrs and t.user_attrs.get("wall_seconds")]  # fmt: skip
+    if not rows:
+        return {}
+    long_rows = [r for r in rows if r[1] >= LONG_TRIAL_S]
+    stats = {
+        "overhead_p50_s": statistics.median(r[0] for r in rows),
+        "overhead_mean_fraction": sum(r[0] for r in rows) / sum(r[1] for r in rows),
+    }
+    if long_rows:
+        stats["overhead_fraction_trials_5s_plus"] = sum(r[0] for r in long_rows) / sum(r[1] for r in long_rows)
+    return stats
+
+
+def study_summary(coordinator: Coordinator) -> dict[str, Any]:
+    from optuna.trial import TrialState
+
+    study = coordinator.load()
+    trials = study.get_trials(deepcopy=False)
+    counts = coordinator.counts()
+    summary: dict[str, Any] = {
+        "budget": coordinator.budget(),
+        "finished": counts.finished_logical,
+        "complete": counts.state("COMPLETE"),
+        "pruned": counts.state("PRUNED"),
+        "failed": counts.finished_logical - counts.state("COMPLETE") - counts.state("PRUNED"),
+        "retried": counts.retries,
+        **overhead_stats([t for t in trials if t.state.is_finished()]),
+    }
+    if any(t.state == TrialState.COMPLETE for t in trials):
+        best = study.best_trial
+        summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)
+    return summary

@@ -1,0 +1,43 @@
+"""What a search is and where it lives: stored settings, sampler and pruner specs, the study catalog, its space."""
+
+from search.settings._algorithms import PRUNERS, SAMPLERS, make_pruner, make_sampler, parse_spec, validate
+from search.settings._catalog import load_study, params_dict, parse_options, study_ref
+from search.settings._locations import (
+    CONFIG_FILE,
+    ENV_ARTIFACTS,
+    ENV_CHECKPOINTS,
+    ENV_CONFIG,
+    ENV_PROJECT,
+    ENV_STORAGE,
+    ENV_TRACKING,
+    Locations,
+    location_env,
+)
+from search.settings._record import SearchSettings, StudyRecord
+from search.settings._space import record_space, space_differences
+
+__all__ = [
+    "CONFIG_FILE",
+    "ENV_ARTIFACTS",
+    "ENV_CHECKPOINTS",
+    "ENV_CONFIG",
+    "ENV_PROJECT",
+    "ENV_STORAGE",
+    "ENV_TRACKING",
+    "PRUNERS",
+    "SAMPLERS",
+    "Locations",
+    "SearchSettings",
+    "StudyRecord",
+    "load_study",
+    "location_env",
+    "make_pruner",
+    "make_sampler",
+    "params_dict",
+    "parse_options",
+    "parse_spec",
+    "record_space",
+    "space_differences",
+    "study_ref",
+    "validate",
+]

@@ -1,0 +1,53 @@
+"""A study's stored settings: how it searches and how its workers keep it alive."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a study searches and survives dead workers; chosen at ``search start``, stored with the study."""
+
+    sampler: str = "tpe"
+    """Sampler spec, e.g. ``tpe`` or ``tpe:startup=5`` (see :mod:`search.settings._algorithms`)."""
+    pruner: str = "hyperband"
+    """Pruner spec, e.g. ``median:warmup=2``."""
+    seed: int = 0
+    """Sampler and data-split seed."""
+    max_retries: int = 2
+    """How often a trial whose worker died is retried."""
+    heartbeat_interval: int = 10
+    """Seconds between a running trial's heartbeats."""
+    grace_period: int = 60
+    """Seconds without a heartbeat before a trial counts as dead."""
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """What every worker needs to rebuild the study's objects; stored on the Optuna study."""
+
+    study_ref: str
+    """Built-in study name or absolute path of a study file."""
+    metric: str
+    direction: str
+    search_epochs: int
+    settings: SearchSettings = field(default_factory=SearchSettings)
+    options: dict[str, Any] = field(default_factory=dict)
+    """The study's ``make_study`` options (``--study-option``)."""
+    space: dict[str, str] = field(default_factory=dict)
+    """The search space, as Optuna distribution JSON per parameter."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StudyRecord:
+        data = json.loads(text)
+        # Studies stored before the settings were nested keep them at the top level.
+        names = {f.name for f in fields(SearchSettings)}
+        flat = {k: data.pop(k) for k in list(data) if k in names}
+        settings = SearchSettings(**{**flat, **data.pop("settings", {})})
+        return cls(**data, settings=settings)

@@ -1,0 +1,51 @@
+"""The study's MLflow parent run: created with the study, and where its summary is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
+from search.tracking._tracker import Tracker
+
+if TYPE_CHECKING:
+    import optuna
+
+    from search.coordination import Coordinator
+    from search.settings import Locations
+
+
+def record_on_parent(coordinator: Coordinator, loc: Locations, summary: dict[str, Any], finished: bool = False) -> None:
+    """Study summary on the MLflow parent run; the run ends FINISHED once the budget is spent."""
+    run_id = coordinator.load().user_attrs.get(PARENT_RUN_ATTR)
+    if not run_id:
+        return
+    tracker = Tracker(loc.tracking())
+    metrics = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    tracker.log_metrics(run_id, metrics)
+    tags = {f"best.{k}": v for k, v in summary.get("best_params", {}).items()}
+    if "best_trial" in summary:
+        tags["hpsearch.best_trial"] = summary["best_trial"]
+    if tags:
+        tracker.set_tags(run_id, tags)
+    tracker.client.log_dict(run_id, summary, "study_summary.json")
+    if finished:
+        tracker.end_run(run_id, "FINISHED")
+
+
+def open_parent_run(optuna_study: optuna.Study, loc: Locations, resumed: bool, summary: Mapping[str, Any]) -> None:
+    """Create the study's MLflow experiment and parent run, or set a resumed study's parent RUNNING again."""
+    from storage import prepare_sqlite_tracking
+
+    attrs = optuna_study.user_attrs
+    if PARENT_RUN_ATTR not in attrs:
+        location = loc.tracking()
+        tracker = Tracker(location)
+        experiment_id = tracker.experiment_id(optuna_study.study_name)
+        prepare_sqlite_tracking(location)  # WAL, now that the experiment created the file
+        parent = tracker.start_parent(experiment_id, optuna_study.study_name, summary)
+        optuna_study.set_user_attr(EXPERIMENT_ATTR, experiment_id)
+        optuna_study.set_user_attr(PARENT_RUN_ATTR, parent)
+    elif resumed:
+        # A resumed study runs again: so does its parent run (it was FINISHED by the last search).
+        Tracker(loc.tracking()).client.update_run(str(attrs[PARENT_RUN_ATTR]), status="RUNNING")

@@ -1,0 +1,205 @@
+"""Retrain the best trial at full scale, test it once, log and register the model.
+
+The best params are replayed through ``optuna.trial.FixedTrial`` into the study's own
+``suggest``/``build_model``/``train_config``: the retrained model is built by the same code path
+as every searched one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
+from search.exceptions import SearchError
+from search.settings import load_study, params_dict
+from search.tracking._tracker import Tracker
+
+if TYPE_CHECKING:
+    from search.coordination import Coordinator
+    from search.settings import Locations
+
+log = logging.getLogger(__name__)
+CHAMPION = "champion"
+
+
+@dataclass(frozen=True)
+class RetrainResult:
+    study: str
+    trial: int
+    params: dict[str, Any]
+    val_metrics: dict[str, float]
+    test_metrics: dict[str, float]
+    model_name: str
+    version: str
+    champion_version: str
+    became_champion: bool
+    run_id: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.model_name}@{CHAMPION}"
+
+
+def pick_trial(coordinator: Coordinator, number: int | None) -> Any:
+    from optuna.trial import TrialState
+
+    study = coordinator.load()
+    if number is None:
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if not complete:
+            raise SearchError(f"study {coordinator.study_name!r} has no complete trial to retrain")
+        return study.best_trial
+    found = [t for t in study.get_trials(deepcopy=False) if t.number == number]
+    if not found:
+        raise SearchError(f"study {coordinator.study_name!r} has no trial {number}")
+    if found[0].state != TrialState.COMPLETE:
+        raise SearchError(f"trial {number} is {found[0].state.name}, not COMPLETE; pick a complete trial")
+    return found[0]
+
+
+def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number: int | None = None) -> RetrainResult:
+    """Full-scale fit of one trial's params, a single test evaluation, then log, register and alias."""
+    import optuna
+
+    import trainer
+
+    best = pick_trial(coordinator, trial_number)
+    record = coordinator.read_record()
+    study = load_study(record.study_ref, record.options)
+    params = study.suggest(optuna.trial.FixedTrial(best.params, number=best.number))
+    data = study.load_data()
+    model = study.build_model(params, data)
+    tracker = Tracker(loc.tracking())
+    attrs = coordinator.load().user_attrs
+    run = tracker.start_child(
+        str(attrs[EXPERIMENT_ATTR]), str(attrs[PARENT_RUN_ATTR]), f"retrain-trial-{best.number}", "retrain",
+        {"retrain": "true", "hpsearch.source_trial": best.number},
+    )  # fmt: skip
+    run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
+    with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
+        config = study.train_config(params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
+        result = trainer.fit(model, data.train, data.val, data.task, config, sink=run)
+        run.flush()  # the epochs' batches are written in the background
+        if result.best_checkpoint is not None:
+            trainer.load_model_weights(model, result.best_checkpoint)
+    val_metrics = {k: v for k, v in result.history[result.best_epoch - 1].items() if k.startswith("val_")}
+    test_metrics = {
+        k.replace("val_", "test_", 1): v for k, v in trainer.evaluate(model, data.test, data.task, config).items()
+    }
+    tracker.log_metrics(run.run_id, test_metrics)
+    _log_test_artifacts(tracker, run.run_id, model, data)
+    model_name = coordinator.study_name
+    version = _log_and_register(tracker, run.run_id, model, data, model_name)
+    test_key = record.metric.replace("val_", "test_", 1)
+    became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
+    run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
+    return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
+                         model_name, version, champion, became, run.run_id, notes)  # fmt: skip
+
+
+def _predict(model: Any, x: Any, batch: int = 1024) -> Any:
+    import torch
+
+    model.eval()
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        return torch.cat([model(x[i : i + batch].to(device)).float().cpu() for i in range(0, len(x), batch)])
+
+
+def _log_test_artifacts(tracker: Any, run_id: str, model: Any, data: Any) -> None:
+    """Classification report and confusion matrix on the test split (classification studies only)."""
+    import trainer
+
+    if not isinstance(data.task, trainer.Classification) or not hasattr(data.test, "x"):
+        return
+    from sklearn.metrics import classification_report, confusion_matrix
+
+    y_true = data.test.y.cpu().numpy()
+    y_pred = _predict(model, data.test.x).argmax(dim=-1).numpy()
+    labels = list(range(data.task.num_classes))
+    names = [str(n) for n in (data.class_names or labels)]
+    report = classification_report(y_true, y_pred, labels=labels, target_names=names, zero_division=0, digits=4)
+    tracker.client.log_text(run_id, report, "test/classification_report.txt")
+    matrix = confusion_matrix(y_true, y_pred, labels=labels)
+    tracker.client.log_figure(run_id, _confusion_figure(matrix, names), "test/confusion_matrix.png")
+
+
+def _confusion_figure(matrix: Any, names: list[str]) -> Any:
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    size = max(4.0, 0.5 * len(names) + 2)
+    fig, ax = plt.subplots(figsize=(size, size))
+    ax.imshow(matrix, cmap="Blues")
+    ax.set(xticks=range(len(names)), yticks=range(len(names)), xticklabels=names, yticklabels=names,
+           xlabel="predicted", ylabel="true", title="Test confusion matrix")  # fmt: skip
+    for (i, j), count in np.ndenumerate(matrix):
+        ax.text(j, i, str(count), ha="center", va="center", color="black" if count < matrix.max() / 2 else "white")
+    fig.tight_layout()
+    return fig
+
+
+def export_model(model: Any, data: Any) -> Any:
+    """The model as users call it: raw input rows in (preprocessing included), outputs out, on CPU."""
+    from torch import nn
+
+    model = model.cpu().eval()
+    return (nn.Sequential(data.preprocess, model) if data.preprocess is not None else model).cpu().eval()
+
+
+def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_name: str) -> str:
+    import mlflow
+    import numpy as np
+    import torch
+    from mlflow.models import infer_signature
+
+    exported = export_model(model, data)
+    example = data.raw_example
+    signature = None
+    if example is not None:
+        with torch.no_grad():
+            output = exported(torch.as_tensor(example)).numpy()
+        signature = infer_signature(np.asarray(example), output)
+    mlflow.set_tracking_uri(tracker.location.tracking_uri)
+    mlflow.set_registry_uri(tracker.location.registry_uri)
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.pytorch.log_model(exported, name="model", signature=signature, input_example=example)
+    version = mlflow.register_model(info.model_uri, model_name)
+    return str(version.version)
+
+
+def _move_champion(tracker: Any, name: str, version: str, key: str, metrics: dict[str, float],
+                   direction: str) -> tuple[bool, str, list[str]]:  # fmt: skip
+    """Point ``champion`` at ``version`` only if its test metric beats the current champion's."""
+    from mlflow.exceptions import MlflowException
+
+    client = tracker.client
+    new_value = metrics.get(key)
+    try:
+        current = client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        current = None
+    if current is not None:
+        if new_value is None or math.isnan(new_value):
+            note = f"champion stays at version {current.version}: version {version} has no {key} to compare"
+            return False, str(current.version), [note]
+        old_value = client.get_run(current.run_id).data.metrics.get(key)
+        if old_value is not None and not math.isnan(old_value) and not _beats(new_value, old_value, direction):
+            note = (f"champion stays at version {current.version}: its {key} {old_value:.4f} is not beaten "
+                    f"by version {version}'s {new_value:.4f}")  # fmt: skip
+            return False, str(current.version), [note]
+    client.set_registered_model_alias(name, CHAMPION, version)
+    return True, version, []
+
+
+def _beats(new: float, old: float, direction: str) -> bool:
+    return new < old if direction == "minimize" else new > old
