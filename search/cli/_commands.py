@@ -24,9 +24,10 @@ from search.settings import SearchSettings
 _defaults = SearchSettings()
 
 _settings_options = stack(
-    option("--sampler", default=_defaults.sampler, help="tpe | random | qmc | cmaes[:startup=N]."),
+    option("--sampler", default=_defaults.sampler,
+           help="tpe | gp | random | qmc | cmaes, with options like tpe:startup=5 (docs/search-strategy.md)."),
     option("--pruner", default=_defaults.pruner,
-           help="hyperband | median | successive-halving | none, with options like median:startup=2,warmup=1."),
+           help="hyperband | successive-halving | median | none, with options like median:startup=2,warmup=1."),
     option("--seed", type=int, default=_defaults.seed, help="Sampler and data-split seed."),
     option("--max-retries", type=int, default=_defaults.max_retries,
            help="How often a trial whose worker died is retried."),

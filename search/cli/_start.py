@@ -69,6 +69,7 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
     ref = study_ref(opts.study)
     study = load_study(ref, opts.study_options)
+    validate(settings.sampler, settings.pruner, study.search_fidelity.epochs)
     # A bad data file must fail here, in one line, not in every worker after the study exists.
     study.load_data()
     record = StudyRecord(

@@ -20,7 +20,8 @@ def _assert_one_line_error(proc, fragment: str) -> None:
         (["--trials", "-3"], "--trials must be a positive number"),
         (["--trials", "5", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe"),
         (["--trials", "5", "--pruner", "wilcoxon"], "unknown pruner 'wilcoxon'"),
-        (["--trials", "5", "--pruner", "median:startup=x"], "bad pruner option"),
+        (["--trials", "5", "--pruner", "median:startup=x"], "bad value 'x' for pruner option median:startup"),
+        (["--trials", "5", "--pruner", "hyperband:warmup=5"], "unknown option 'warmup' for pruner 'hyperband'"),
     ],
 )
 def test_bad_start_flags(cli, tmp_path, args, fragment):

@@ -1,0 +1,122 @@
+"""Every sampler and pruner the CLI lists runs a search, every documented option takes effect, others are refused."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import optuna
+import pytest
+
+from search.coordination import Coordinator
+from search.exceptions import SearchError
+from search.settings import PRUNERS, SAMPLERS, SearchSettings, StudyRecord, make_pruner, make_sampler, validate
+from search.settings._algorithms import PRUNER_OPTIONS, SAMPLER_OPTIONS
+
+EPOCHS = 6
+
+
+def _search(tmp_path, sampler: str, pruner: str, trials: int = 14) -> optuna.Study:
+    """A short search through the real claim path: each trial reports a curve and asks the pruner."""
+    record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
+                         settings=SearchSettings(sampler=sampler, pruner=pruner))  # fmt: skip
+    coordinator = Coordinator(f"sqlite:///{tmp_path}/study.db", "algorithms")
+    study, _ = coordinator.create_or_resume(record, trials)
+    study = coordinator.load(worker_ordinal=coordinator.join())
+    while True:
+        trial, _ = coordinator.claim(study)
+        if trial is None:
+            return study
+        x, y = trial.suggest_float("x", -2, 2), trial.suggest_int("y", 1, 8)
+        pruned = False
+        for epoch in range(1, EPOCHS + 1):
+            trial.report((x - 0.5) ** 2 + 1 / (y * epoch), epoch)
+            if trial.should_prune():
+                pruned = True
+                break
+        if pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, (x - 0.5) ** 2 + 1 / (y * EPOCHS))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_runs_past_its_startup_trials(sampler, tmp_path):
+    spec = sampler if sampler not in ("tpe", "gp", "cmaes") else f"{sampler}:startup=3"
+    study = _search(tmp_path, spec, "none")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 14
+
+
+@pytest.mark.parametrize("pruner", PRUNERS)
+def test_every_pruner_runs(pruner, tmp_path):
+    spec = "median:startup=2,warmup=1" if pruner == "median" else pruner
+    study = _search(tmp_path, "tpe:startup=4", spec, trials=20)
+    states = [t.state.name for t in study.trials]
+    assert len(states) == 20 and "FAIL" not in states
+    assert ("PRUNED" in states) == (pruner != "none")
+
+
+def test_sampler_options_reach_the_sampler():
+    tpe = make_sampler("tpe:startup=3,multivariate=false,liar=true,candidates=7", seed=1)
+    assert tpe._n_startup_trials == 3 and tpe._multivariate is False
+    assert tpe._constant_liar is True and tpe._parzen_estimator_parameters.consider_endpoints is False
+    assert tpe._n_ei_candidates == 7
+    assert make_sampler("gp:startup=4", seed=1)._n_startup_trials == 4
+    qmc = make_sampler("qmc:type=halton,scramble=false", seed=1)
+    assert qmc._qmc_type == "halton" and qmc._scramble is False
+    cma = make_sampler("cmaes:startup=2,sigma=0.5", seed=1)
+    assert cma._n_startup_trials == 2 and cma._sigma0 == 0.5
+
+
+def test_pruner_options_reach_the_pruner():
+    median = make_pruner("median:startup=2,warmup=3,interval=2,min_trials=4", EPOCHS)
+    assert (median._n_startup_trials, median._n_warmup_steps, median._interval_steps, median._n_min_trials) == (
+        2, 3, 2, 4,
+    )  # fmt: skip
+    hyperband = make_pruner("hyperband:min=2,factor=2", EPOCHS)
+    assert (hyperband._min_resource, hyperband._max_resource, hyperband._reduction_factor) == (2, EPOCHS, 2)
+    sha = make_pruner("successive-halving:min=2,factor=4,rate=1,bootstrap=3", EPOCHS)
+    assert (sha._min_resource, sha._reduction_factor, sha._min_early_stopping_rate, sha._bootstrap_count) == (
+        2, 4, 1, 3,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sampler", "pruner", "message"),
+    [
+        ("tpe:startup=3,warmup=1", "none", "unknown option 'warmup' for sampler 'tpe'"),
+        ("random:startup=3", "none", "unknown option 'startup' for sampler 'random' (its options: none)"),
+        ("tpe:startup=many", "none", "bad value 'many' for sampler option tpe:startup: expected int"),
+        ("tpe:multivariate=maybe", "none", "expected bool"),
+        ("qmc:type=lattice", "none", "choose one of sobol, halton"),
+        ("tpe:startup", "none", "expected key=value"),
+        ("annealing", "none", "unknown sampler 'annealing'"),
+        ("tpe", "hyperband:warmup=5", "unknown option 'warmup' for pruner 'hyperband'"),
+        ("tpe", "median:startup=-1", "must be >= 0"),
+        ("tpe", "hyperband:factor=1", "factor must be >= 2"),
+        ("tpe", "hyperband:min=20", "above the study's 6 search epochs"),
+        ("tpe", "asha", "unknown pruner 'asha'"),
+    ],
+)
+def test_anything_else_is_refused_with_one_line(sampler, pruner, message):
+    with pytest.raises(SearchError, match=None) as info:
+        validate(sampler, pruner, EPOCHS)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_documented_option_has_a_default_of_its_type():
+    for table in (SAMPLER_OPTIONS, PRUNER_OPTIONS):
+        for options in table.values():
+            for name, option in options.items():
+                assert isinstance(option.default, option.kind), name
+                assert not option.choices or option.default in option.choices
+
+
+def test_a_study_record_stored_before_settings_were_nested_still_loads():
+    flat = {"study_ref": "resmlp", "metric": "val_loss", "direction": "minimize", "search_epochs": 15,
+            "sampler": "random", "pruner": "median", "seed": 3, "max_retries": 1, "heartbeat_interval": 5,
+            "grace_period": 30, "options": {"data": "digits"}, "space": {}}  # fmt: skip
+    record = StudyRecord.from_json(json.dumps(flat))
+    assert record.settings == SearchSettings("random", "median", 3, 1, 5, 30)
+    assert StudyRecord.from_json(record.to_json()) == record
+    assert math.isclose(record.search_epochs, 15)
