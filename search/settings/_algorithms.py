@@ -23,6 +23,8 @@ class Option:
     default: Any
     help: str
     choices: tuple[str, ...] = ()
+    auto: bool = False
+    """Also accepts ``auto``: the pruner picks the value from the study's own finished trials."""
 
 
 _STARTUP = Option(int, 10, "trials sampled at random before the model is used")
@@ -51,16 +53,19 @@ PRUNER_OPTIONS: dict[str, dict[str, Option]] = {
         "factor": Option(int, 3, "reduction factor: keep the top 1/factor at each rung"),
     },
     "successive-halving": {
-        "min": Option(int, 1, "epochs of the first rung"),
+        "min": Option(int, 1, "epochs of the first rung; auto: the first epoch that ranks trials", auto=True),
         "factor": Option(int, 3, "reduction factor: keep the top 1/factor at each rung"),
         "rate": Option(int, 0, "minimum early-stopping rate: the first rung is at min * factor**rate epochs"),
         "bootstrap": Option(int, 0, "trials a rung needs before it prunes"),
+        "startup": Option(int, 10, "with min=auto: complete trials before the first rung is chosen"),
+        "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
     },
     "median": {
         "startup": Option(int, 5, "complete trials before anything is pruned"),
-        "warmup": Option(int, 1, "epochs a trial runs before it can be pruned"),
+        "warmup": Option(int, 1, "epochs a trial runs before it can be pruned; auto: the first that ranks", auto=True),
         "interval": Option(int, 1, "epochs between pruning checks"),
         "min_trials": Option(int, 1, "trials that must have reported an epoch before it is compared"),
+        "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
     },
     "none": {},
 }
@@ -92,6 +97,8 @@ def parse_spec(spec: str, kind: str, table: dict[str, dict[str, Option]]) -> tup
 
 
 def _convert(option: Option, raw: str, what: str) -> Any:
+    if option.auto and raw.lower() == "auto":
+        return "auto"
     try:
         if option.kind is bool:
             if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -132,6 +139,16 @@ def make_pruner(spec: str, max_epochs: int) -> BasePruner:
     name, opts = parse_spec(spec, "pruner", PRUNER_OPTIONS)
     if name in ("hyperband", "successive-halving") and opts["factor"] < 2:
         raise SearchError(f"bad pruner {spec!r}: factor must be >= 2")
+    if opts.get("rho", 0) > 1:
+        raise SearchError(f"bad pruner {spec!r}: rho is a rank correlation, at most 1")
+    if name == "successive-halving" and opts["min"] == "auto":
+        return _pruners.AdaptiveSuccessiveHalving(
+            opts["factor"], opts["bootstrap"], max(3, opts["startup"]), opts["rho"]
+        )
+    if name == "median" and opts["warmup"] == "auto":
+        return _pruners.AdaptiveMedian(
+            opts["startup"], opts["rho"], max(1, opts["interval"]), max(1, opts["min_trials"])
+        )
     if name in ("hyperband", "successive-halving") and opts["min"] < 1:
         raise SearchError(f"bad pruner {spec!r}: min must be >= 1 epoch")
     if name == "hyperband":

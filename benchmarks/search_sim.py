@@ -1,0 +1,205 @@
+"""Asynchronous workers over known learning curves, simulated in one process in simulated time.
+
+Why: choosing a default strategy needs hundreds of searches (strategies x problems x seeds x worker
+counts); through `search start` each would take minutes. Here every strategy uses the very sampler
+and pruner objects the service builds (`search.settings.make_sampler`/`make_pruner`), and W workers
+are simulated event by event: a worker asks for a trial the moment it frees up, so the sampler sees
+exactly the trials a real worker would (finished ones, and running ones for the constant liar);
+each epoch's value is reported, and the pruner asked, at the simulated moment that epoch ends.
+What it leaves out is the service's own latency, which `bench_search.py --mode service` measures.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import TrialState
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass(frozen=True)
+class Curve:
+    values: list[float]
+    """The metric after each epoch (to minimize)."""
+    seconds: list[float]
+    """How long each epoch takes."""
+
+
+class Problem(Protocol):
+    name: str
+    epochs: int
+
+    def space(self) -> dict[str, BaseDistribution]: ...
+
+    def curve(self, params: dict[str, Any]) -> Curve: ...
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    sampler: str = "tpe"
+    pruner: str = "none"
+    build: Callable[[Problem, int], optuna.Study] | None = None
+    """A study built another way (the plain script's sampler and pruner); None: from the specs."""
+    sequential: bool = False
+    """Always one worker, whatever the run's worker count (the sequential script)."""
+
+
+@dataclass
+class Event:
+    """One finished trial: when, after how many epochs in all, and the best complete value then."""
+
+    seconds: float
+    epochs: int
+    trials: int
+    best: float
+
+
+@dataclass
+class Trace:
+    strategy: str
+    problem: str
+    workers: int
+    seed: int
+    events: list[Event] = field(default_factory=list)
+    curves: list[list[float]] = field(default_factory=list)
+    """Every complete trial's curve (for rank correlations)."""
+
+    def best_at(self, *, epochs: float = math.inf, seconds: float = math.inf, trials: float = math.inf) -> float:
+        """Best complete value once the search has used at most this many epochs, seconds and trials."""
+        best = math.inf
+        for event in self.events:
+            if event.epochs > epochs or event.seconds > seconds or event.trials > trials:
+                break
+            best = event.best
+        return best
+
+    def cost_to_reach(self, target: float) -> tuple[float, float]:
+        """Epochs and seconds at which the best value first reached ``target`` (inf, inf if never)."""
+        for event in self.events:
+            if event.best <= target:
+                return event.epochs, event.seconds
+        return math.inf, math.inf
+
+
+def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
+    from search.settings import make_pruner, make_sampler
+
+    if strategy.build is not None:
+        return strategy.build(problem, seed)
+    return optuna.create_study(
+        study_name=problem.name, sampler=make_sampler(strategy.sampler, seed),
+        pruner=make_pruner(strategy.pruner, problem.epochs),
+    )  # fmt: skip
+
+
+def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, trials: int,
+             epochs_budget: float = 0) -> Trace:  # fmt: skip
+    """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained."""
+    workers = 1 if strategy.sequential else workers
+    study = _study(problem, strategy, seed)
+    space = problem.space()
+    trace = Trace(strategy.name, problem.name, workers, seed)
+    queue: list[tuple[float, int, Any, Curve, int]] = []
+    counter = 0
+    used = finished = 0
+    best = math.inf
+
+    def start(now: float) -> None:
+        nonlocal counter
+        trial = study.ask(space)
+        curve = problem.curve(dict(trial.params))
+        counter += 1
+        heapq.heappush(queue, (now + curve.seconds[0], counter, trial, curve, 1))
+
+    for _ in range(workers):
+        start(0.0)
+    while queue:
+        now, _, trial, curve, epoch = heapq.heappop(queue)
+        used += 1
+        trial.report(curve.values[epoch - 1], epoch)
+        pruned = trial.should_prune()
+        if not pruned and epoch < problem.epochs:
+            heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
+            counter += 1
+            continue
+        finished += 1
+        if pruned:
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            value = min(curve.values)
+            study.tell(trial, value)
+            trace.curves.append(curve.values)
+            best = min(best, value)
+        trace.events.append(Event(now, used, finished, best))
+        if finished + len(queue) < trials or used < epochs_budget:
+            start(now)
+    return trace
+
+
+def top_k_after_one_epoch(problem: Problem, workers: int, seed: int, *, trials: int, epochs_budget: float) -> Trace:
+    """Train ``trials`` random configs for one epoch, then continue them to the end, best first.
+
+    The 'one epoch is all you need' baseline (arXiv 2307.15422): a config's full training is
+    paid only once every config has shown its first epoch, in the order those epochs rank them.
+    """
+    sampler = optuna.samplers.RandomSampler(seed=seed)
+    study = optuna.create_study(sampler=sampler)
+    space = problem.space()
+    configs = [study.ask(space).params for _ in range(trials)]
+    curves = [problem.curve(dict(c)) for c in configs]
+    order = sorted(range(trials), key=lambda i: curves[i].values[0])
+    jobs: list[tuple[int, int, int]] = [(i, 1, 1) for i in range(trials)]  # (config, first epoch, last epoch)
+    jobs += [(i, 2, problem.epochs) for i in order]
+    trace = Trace("top-k after 1 epoch", problem.name, workers, seed)
+    free = [0.0] * workers
+    ends: list[tuple[float, int, int]] = []  # (time, epochs trained by this job, config if complete else -1)
+    for config, first, last in jobs:
+        w = min(range(workers), key=free.__getitem__)
+        seconds = sum(curves[config].seconds[first - 1 : last])
+        free[w] += seconds
+        ends.append((free[w], last - first + 1, config if last == problem.epochs else -1))
+    used = done = 0
+    best = math.inf
+    for when, epochs, config in sorted(ends):
+        used += epochs
+        if config >= 0:
+            done += 1
+            best = min(best, min(curves[config].values))
+            trace.curves.append(curves[config].values)
+        trace.events.append(Event(when, used, done, best))
+        if used >= epochs_budget and done >= 1:
+            break
+    return trace
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    def ranks(v: Sequence[float]) -> list[float]:
+        order = sorted(range(len(v)), key=v.__getitem__)
+        r = [0.0] * len(v)
+        for rank, i in enumerate(order):
+            r[i] = float(rank)
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    if n < 3:
+        return math.nan
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    var = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return cov / var if var else math.nan
+
+
+def epoch_rank_correlation(curves: list[list[float]]) -> list[float]:
+    """Per epoch: Spearman correlation of that epoch's values with the curves' final best values."""
+    finals = [min(c) for c in curves]
+    epochs = min((len(c) for c in curves), default=0)
+    return [spearman([c[e] for c in curves], finals) for e in range(epochs)]

@@ -1,0 +1,89 @@
+"""The simulator behind the strategy choice: its clock, its accounting, and the adaptive first rung."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import optuna
+from optuna.distributions import FloatDistribution
+
+from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman
+from search.settings import make_pruner
+from search.settings._pruners import FIRST_RUNG_ATTR, first_ranking_epoch
+
+
+class Toy:
+    """Curves that rank trials backwards at epoch 1 and rightly from epoch 2 on (the last epoch is the best)."""
+
+    name = "toy"
+    epochs = 4
+
+    def space(self):
+        return {"x": FloatDistribution(0.0, 1.0)}
+
+    def curve(self, params):
+        x = params["x"]
+        return Curve([3.0 - x, 1.0 + x, 0.6 + x, 0.3 + x], [1.0, 1.0, 1.0, 1.0])
+
+
+def test_the_clock_and_the_accounting_follow_the_workers():
+    trace = simulate(Toy(), Strategy("random", "random", "none"), workers=2, seed=0, trials=6)
+    assert [e.trials for e in trace.events] == [1, 2, 3, 4, 5, 6]
+    assert [e.epochs for e in trace.events][-1] == 6 * 4
+    # Two workers, 4 s per trial: trials end in pairs at 4, 8 and 12 s.
+    assert [e.seconds for e in trace.events] == [4.0, 4.0, 8.0, 8.0, 12.0, 12.0]
+    assert trace.best_at(trials=2) >= trace.best_at() and math.isinf(trace.best_at(seconds=3))
+    assert trace.events[-1].best == min(min(c) for c in trace.curves)
+
+
+def test_rank_correlation_per_epoch():
+    curves = [Toy().curve({"x": x / 10}).values for x in range(10)]
+    rho = epoch_rank_correlation(curves)
+    assert rho[0] == -1.0 and rho[1] == rho[2] == rho[3] == 1.0
+    assert spearman([1, 2, 3], [3, 2, 1]) == -1.0
+
+
+def _complete(number: int, x: float) -> optuna.trial.FrozenTrial:
+    values = Toy().curve({"x": x}).values
+    start = datetime(2026, 1, 1) + timedelta(minutes=number)
+    return optuna.trial.FrozenTrial(
+        number=number, state=optuna.trial.TrialState.COMPLETE, value=min(values), datetime_start=start,
+        datetime_complete=start + timedelta(seconds=30), params={"x": x}, distributions={"x": FloatDistribution(0, 1)},
+        user_attrs={}, system_attrs={}, intermediate_values=dict(enumerate(values, start=1)), trial_id=number,
+    )  # fmt: skip
+
+
+def test_the_first_rung_is_the_first_epoch_that_ranks_trials():
+    trials = [_complete(n, x / 7) for n, x in enumerate(range(8))]
+    assert first_ranking_epoch(trials, 0.8) == (2, 1.0)
+
+
+def test_adaptive_successive_halving_waits_then_prunes_from_the_ranking_epoch_and_says_so():
+    study = optuna.create_study(pruner=make_pruner("successive-halving:min=auto,startup=5", Toy.epochs))
+    xs = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.95]
+    pruned_at = []
+    for x in xs:
+        study.enqueue_trial({"x": x})
+        trial = study.ask({"x": FloatDistribution(0, 1)})
+        values = Toy().curve({"x": x}).values
+        stop = None
+        for epoch, value in enumerate(values, start=1):
+            trial.report(value, epoch)
+            if trial.should_prune():
+                stop = epoch
+                break
+        pruned_at.append(stop)
+        if stop is None:
+            study.tell(trial, min(values))
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    assert pruned_at[:5] == [None] * 5  # nothing is pruned before 5 trials have completed
+    # Then a rung at epoch 2 (the first that ranks), where the complete trials stand too: 0.2 is in
+    # their best third there, 0.8 and 0.95 are not.
+    assert pruned_at[5:] == [None, 2, 2]
+    assert study._storage.get_study_system_attrs(study._study_id)[FIRST_RUNG_ATTR] == {
+        "epoch": 2,
+        "spearman": 1.0,
+        "trials": 5,
+    }
