@@ -19,6 +19,10 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
           f"({summary['complete']} complete, {summary['pruned']} pruned, {summary['failed']} failed)")  # fmt: skip
+    if "first_rung" in summary:
+        rung = summary["first_rung"]
+        print(f"  pruned from epoch {rung['epoch']}: the first whose values ranked {rung['trials']} complete trials "
+              f"like their final values (Spearman {rung['spearman']:.2f})")  # fmt: skip
     if "best_trial" in summary:
         print(f"  best trial {summary['best_trial']}: value {summary['best_value']:.5g}")
         for key, value in summary["best_params"].items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from search.settings import FIRST_RUNG_ATTR, describe
+
 if TYPE_CHECKING:
     from search.coordination import Coordinator
     from search.settings import Locations
@@ -20,6 +22,8 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     counts = coordinator.counts()
     verb = "created" if created else f"resumed ({counts.finished_logical} trials already finished)"
     print(f"study {coordinator.study_name!r} {verb}; budget {coordinator.budget()} trials", flush=True)
+    settings = coordinator.read_record().settings
+    print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
     print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)
     print(f"  mlflow tracking: {storage.mask(loc.tracking_uri)}", flush=True)
     print(f"  worker logs: {loc.project_dir / 'logs'}", flush=True)
@@ -56,6 +60,9 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
         "retried": counts.retries,
         **overhead_stats([t for t in trials if t.state.is_finished()]),
     }
+    first_rung = coordinator.storage.get_study_system_attrs(study._study_id).get(FIRST_RUNG_ATTR)
+    if first_rung:
+        summary["first_rung"] = first_rung
     if any(t.state == TrialState.COMPLETE for t in trials):
         best = study.best_trial
         summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)

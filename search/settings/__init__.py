@@ -1,6 +1,14 @@
 """What a search is and where it lives: stored settings, sampler and pruner specs, the study catalog, its space."""
 
-from search.settings._algorithms import PRUNERS, SAMPLERS, make_pruner, make_sampler, parse_spec, validate
+from search.settings._algorithms import (
+    PRUNERS,
+    SAMPLERS,
+    describe,
+    make_pruner,
+    make_sampler,
+    parse_spec,
+    validate,
+)
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
 from search.settings._locations import (
     CONFIG_FILE,
@@ -13,7 +21,7 @@ from search.settings._locations import (
     Locations,
     location_env,
 )
-from search.settings._record import SearchSettings, StudyRecord
+from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord
 from search.settings._space import record_space, space_differences
 
 __all__ = [
@@ -24,11 +32,13 @@ __all__ = [
     "ENV_PROJECT",
     "ENV_STORAGE",
     "ENV_TRACKING",
+    "FIRST_RUNG_ATTR",
     "PRUNERS",
     "SAMPLERS",
     "Locations",
     "SearchSettings",
     "StudyRecord",
+    "describe",
     "load_study",
     "location_env",
     "make_pruner",

@@ -31,7 +31,7 @@ _STARTUP = Option(int, 10, "trials sampled at random before the model is used")
 SAMPLER_OPTIONS: dict[str, dict[str, Option]] = {
     "tpe": {
         "startup": _STARTUP,
-        "multivariate": Option(bool, True, "model the parameters jointly"),
+        "multivariate": Option(bool, False, "model the parameters jointly (worse in the benchmark, with workers)"),
         "group": Option(bool, False, "split conditional spaces into groups (multivariate only)"),
         "liar": Option(bool, True, "constant liar: running trials count as bad, so parallel workers spread out"),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
@@ -186,3 +186,25 @@ def describe_options(table: dict[str, dict[str, Option]]) -> str:
         opts = ", ".join(f"{key}={opt.default}" for key, opt in options.items())
         lines.append(f"{name}" + (f" [{opts}]" if opts else ""))
     return "; ".join(lines)
+
+
+def describe(sampler: str, pruner: str) -> str:
+    """What a strategy does, in words, for the start of a search (``--sampler``/``--pruner`` specs)."""
+    s_name, s = parse_spec(sampler, "sampler", SAMPLER_OPTIONS)
+    p_name, p = parse_spec(pruner, "pruner", PRUNER_OPTIONS)
+    words = {"tpe": f"TPE ({'joint' if s.get('multivariate') else 'per-parameter'} model"
+                    f"{', constant liar' if s.get('liar') else ''}, {s.get('startup')} random trials first)",
+             "gp": f"Gaussian process ({s.get('startup')} random trials first)", "random": "random search",
+             "qmc": f"quasi-random {s.get('type')}", "cmaes": "CMA-ES"}[s_name]  # fmt: skip
+    if p_name == "median":
+        start = ("the first epoch that ranks the complete trials (Spearman >= {rho:g})" if p["warmup"] == "auto"
+                 else "epoch {warmup}").format(**p)  # fmt: skip
+        rule = f"median rule from {start}, after {p['startup']} complete trials"
+    elif p_name == "successive-halving":
+        first = "the first epoch that ranks trials" if p["min"] == "auto" else f"epoch {p['min']}"
+        rule = f"successive halving (keep 1/{p['factor']}) from {first}"
+    elif p_name == "hyperband":
+        rule = f"Hyperband (keep 1/{p['factor']}, first rung at epoch {p['min']} in the most aggressive bracket)"
+    else:
+        rule = "no pruning"
+    return f"{words}; {rule}"

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.pruners import HyperbandPruner, SuccessiveHalvingPruner
 
+from search.settings._record import FIRST_RUNG_ATTR
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial, TrialState
 
@@ -88,10 +90,6 @@ class RetryAwareHyperband(HyperbandPruner):
             if n < 0:
                 return bracket_id
         raise AssertionError("unreachable: the allocation budgets sum to the total")
-
-
-FIRST_RUNG_ATTR = "hpsearch.first_rung"
-"""Study system attribute: the first rung an adaptive pruner chose, and the evidence for it."""
 
 
 def _spearman(pairs: list[tuple[float, float]]) -> float:
@@ -219,7 +217,9 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
             return False
         if len(complete) != self._seen:
             self._seen = len(complete)
-            epoch, _ = first_ranking_epoch(complete, self._rho)
+            epoch, rho = first_ranking_epoch(complete, self._rho)
+            if self._inner is None or self._inner._n_warmup_steps != epoch:
+                _record_first_rung(study, epoch, rho, len(complete), update=True)
             self._inner = optuna.pruners.MedianPruner(
                 n_startup_trials=self._startup, n_warmup_steps=epoch, interval_steps=self._interval,
                 n_min_trials=self._min_trials,
@@ -228,10 +228,10 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
         return self._inner.prune(study, trial)
 
 
-def _record_first_rung(study: optuna.Study, epoch: int, rho: float, trials: int) -> None:
+def _record_first_rung(study: optuna.Study, epoch: int, rho: float, trials: int, update: bool = False) -> None:
     try:
         attrs = study._storage.get_study_system_attrs(study._study_id)
-        if FIRST_RUNG_ATTR not in attrs:
+        if update or FIRST_RUNG_ATTR not in attrs:
             study._storage.set_study_system_attr(
                 study._study_id, FIRST_RUNG_ATTR, {"epoch": epoch, "spearman": round(rho, 3), "trials": trials}
             )

@@ -6,15 +6,20 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+FIRST_RUNG_ATTR = "hpsearch.first_rung"
+"""Study system attribute: the first rung an adaptive pruner chose, and the evidence for it."""
+
 
 @dataclass(frozen=True)
 class SearchSettings:
     """How a study searches and survives dead workers; chosen at ``search start``, stored with the study."""
 
     sampler: str = "tpe"
-    """Sampler spec, e.g. ``tpe`` or ``tpe:startup=5`` (see :mod:`search.settings._algorithms`)."""
-    pruner: str = "hyperband"
-    """Pruner spec, e.g. ``median:warmup=2``."""
+    """Sampler spec, e.g. ``tpe`` or ``tpe:startup=5`` (see :mod:`search.settings._algorithms`).
+    The defaults come from ``benchmarks/bench_search.py`` (docs/search-strategy.md)."""
+    pruner: str = "median:warmup=auto"
+    """Pruner spec, e.g. ``median:warmup=2``; the default prunes from the first epoch whose values
+    rank the study's complete trials as their final values do."""
     seed: int = 0
     """Sampler and data-split seed."""
     max_retries: int = 2

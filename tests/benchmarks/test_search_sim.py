@@ -9,8 +9,8 @@ import optuna
 from optuna.distributions import FloatDistribution
 
 from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman
-from search.settings import make_pruner
-from search.settings._pruners import FIRST_RUNG_ATTR, first_ranking_epoch
+from search.settings import FIRST_RUNG_ATTR, make_pruner
+from search.settings._pruners import first_ranking_epoch
 
 
 class Toy:

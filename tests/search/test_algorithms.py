@@ -57,8 +57,9 @@ def test_every_pruner_runs(pruner, tmp_path):
 
 
 def test_sampler_options_reach_the_sampler():
-    tpe = make_sampler("tpe:startup=3,multivariate=false,liar=true,candidates=7", seed=1)
-    assert tpe._n_startup_trials == 3 and tpe._multivariate is False
+    tpe = make_sampler("tpe:startup=3,multivariate=true,liar=true,candidates=7", seed=1)
+    assert tpe._n_startup_trials == 3 and tpe._multivariate is True
+    assert make_sampler("tpe", seed=1)._multivariate is False
     assert tpe._constant_liar is True and tpe._parzen_estimator_parameters.consider_endpoints is False
     assert tpe._n_ei_candidates == 7
     assert make_sampler("gp:startup=4", seed=1)._n_startup_trials == 4
