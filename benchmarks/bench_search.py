@@ -78,7 +78,7 @@ def strategies() -> dict[str, Strategy]:
         found[f"{sampler}+{default.pruner}"] = Strategy(f"{sampler}+{default.pruner}", sampler, default.pruner)
     for pruner in PRUNERS:
         found[f"{default.sampler}+{pruner}"] = Strategy(f"{default.sampler}+{pruner}", default.sampler, pruner)
-    found["old-default"] = Strategy("old-default", "tpe:liar=false", "hyperband")
+    found["old-default"] = Strategy("old-default", "tpe:multivariate=true,liar=false", "hyperband")  # before 409e312
     found["random"] = Strategy("random", "random", "none")
     found["script"] = Strategy("script", build=_script_study, sequential=True)
     return found

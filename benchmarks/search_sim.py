@@ -181,21 +181,10 @@ def top_k_after_one_epoch(problem: Problem, workers: int, seed: int, *, trials: 
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    def ranks(v: Sequence[float]) -> list[float]:
-        order = sorted(range(len(v)), key=v.__getitem__)
-        r = [0.0] * len(v)
-        for rank, i in enumerate(order):
-            r[i] = float(rank)
-        return r
+    """The adaptive pruners' own rank correlation (NaN below three points)."""
+    from search.settings._pruners import spearman as pairs_spearman
 
-    rx, ry = ranks(xs), ranks(ys)
-    n = len(xs)
-    if n < 3:
-        return math.nan
-    mx, my = sum(rx) / n, sum(ry) / n
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    var = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return cov / var if var else math.nan
+    return pairs_spearman(list(zip(xs, ys, strict=True))) if len(xs) >= 3 else math.nan
 
 
 def epoch_rank_correlation(curves: list[list[float]]) -> list[float]:

@@ -12,6 +12,7 @@ a worker (``tests/search/test_pruning_equivalence.py``).
 from __future__ import annotations
 
 import binascii
+import copy
 import math
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
@@ -40,10 +41,13 @@ class _LogicalTrials:
 
     def __init__(self, study: optuna.Study) -> None:
         self._study = study
-        self._skip = superseded(study.get_trials(deepcopy=False))
+        # One read of the storage per pruning decision: the pruner's own get_trials is served from it.
+        self._trials = study.get_trials(deepcopy=False)
+        self._skip = superseded(self._trials)
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        return [t for t in self._study.get_trials(deepcopy=deepcopy, states=states) if t.number not in self._skip]
+        kept = [t for t in self._trials if t.number not in self._skip and (states is None or t.state in states)]
+        return copy.deepcopy(kept) if deepcopy else kept
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -92,7 +96,9 @@ class RetryAwareHyperband(HyperbandPruner):
         raise AssertionError("unreachable: the allocation budgets sum to the total")
 
 
-def _spearman(pairs: list[tuple[float, float]]) -> float:
+def spearman(pairs: list[tuple[float, float]]) -> float:
+    """Spearman rank correlation of ``(x, y)`` pairs (ranks by order, no tie correction)."""
+
     def ranks(values: list[float]) -> list[float]:
         order = sorted(range(len(values)), key=values.__getitem__)
         out = [0.0] * len(values)
@@ -121,7 +127,7 @@ def first_ranking_epoch(complete: list[FrozenTrial], threshold: float) -> tuple[
         pairs = [(t.intermediate_values[epoch], float(t.value)) for t in complete  # type: ignore[arg-type]
                  if epoch in t.intermediate_values and t.value is not None]  # fmt: skip
         if len(pairs) >= 3:
-            rho = _spearman(pairs)
+            rho = spearman(pairs)
             if rho >= threshold:
                 return epoch, rho
     return max(last, 1), rho
