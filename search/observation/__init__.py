@@ -15,6 +15,7 @@ from search.observation._servers import (
     serve_mlflow,
 )
 from search.observation._summary import overhead_stats, print_start_header, study_summary
+from search.observation._trials import TrialRow, failure_reasons, rows_to_csv, rows_to_json, trial_row, trial_rows
 
 __all__ = [
     "REPORT_ARTIFACT",
@@ -23,18 +24,24 @@ __all__ = [
     "ReportResult",
     "RunningTrial",
     "Snapshot",
+    "TrialRow",
     "check_port_free",
     "dashboard_server",
     "duration",
     "experiment_path",
+    "failure_reasons",
     "make_follower",
     "mlflow_server_env",
     "overhead_stats",
     "print_start_header",
+    "rows_to_csv",
+    "rows_to_json",
     "serve_dashboard",
     "serve_mlflow",
     "snapshot",
     "study_summary",
+    "trial_row",
+    "trial_rows",
     "trials_per_minute",
     "write_report",
 ]
