@@ -5,6 +5,7 @@ This module (with the rest of :mod:`storage`) is the only place that builds data
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -17,9 +18,8 @@ _SECRET_IN_TEXT = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?
 
 
 def normalize_db_url(url: str) -> str:
-    """Map ``postgresql://`` and ``postgres://`` to the psycopg2 driver; leave other URLs alone.
-
-    SQLAlchemy 2.1 picks psycopg 3 for a bare ``postgresql://`` URL, which is not a dependency.
+    """Map ``postgresql://`` and ``postgres://`` to the psycopg2 driver; keep ``postgresql+psycopg://``
+    (psycopg 3, SQLAlchemy 2's default) when psycopg 3 is installed; refuse other drivers in one line.
     """
     try:
         parsed = make_url(url)
@@ -27,9 +27,16 @@ def normalize_db_url(url: str) -> str:
         raise StorageError(f"not a database URL: {mask(url)}") from exc
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg2")
+    elif parsed.drivername == "postgresql+psycopg":
+        if importlib.util.find_spec("psycopg") is None:
+            raise StorageError(
+                "postgresql+psycopg:// needs psycopg 3 (pip install 'psycopg[binary]'); "
+                "or use postgresql:// (psycopg2, installed)"
+            )
     elif parsed.drivername.startswith("postgresql+") and parsed.drivername != "postgresql+psycopg2":
         raise StorageError(
-            f"driver {parsed.drivername!r} is not installed; use postgresql+psycopg2:// (or postgresql://)"
+            f"driver {parsed.drivername!r} is not supported; use postgresql:// (psycopg2) or postgresql+psycopg:// "
+            "(psycopg 3)"
         )
     return parsed.render_as_string(hide_password=False)
 

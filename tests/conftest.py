@@ -80,7 +80,7 @@ def pg_url(pg_databases: Callable[[], str]) -> str:
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600,
             check: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run ``python -m search ARGS`` in ``cwd`` as a user would, capturing text output."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_") and k != "MLFLOW_TRACKING_URI"}
     full_env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}, **(env or {}))
     proc = subprocess.run(
         [sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, capture_output=True, text=True,

@@ -49,23 +49,34 @@ _settings_options = stack(
 @_settings_options
 @option("--gpus", help="GPUs for local workers: all | 0,1,... [all visible].")
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
-@option("--quiet", "-q", is_flag=True, help="Only the final summary.")
 @study_options_option
 @outage_option
 @location_options
 @click.pass_context
 def start(ctx: click.Context, **kwargs: Any) -> None:
-    """Create (or resume) a study, run workers until the budget is spent, retrain and register the best."""
+    """Create (or resume) a study, run workers until the budget is spent, retrain and register the best.
+
+    Resuming, flags you leave out keep the study's stored values; a flag that changes one either
+    applies (budget, retries, heartbeats, sampler, pruner) with a line saying so, or is refused
+    (seed, study options, search space).
+    """
+    from click.core import ParameterSource
+
     from search.cli._start import StartOptions, run_start
     from search.coordination import set_outage_limit
     from search.settings import parse_options
 
     set_outage_limit(kwargs.pop("db_outage_limit"))
-    settings = SearchSettings(**{name: kwargs.pop(name) for name in _defaults.__dataclass_fields__})
+    names = list(_defaults.__dataclass_fields__)
+    settings = SearchSettings(**{name: kwargs.pop(name) for name in names})
+    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option"]}
+    given = {name + "s" if name == "study_option" else name for name, source in sources.items()
+             if source != ParameterSource.DEFAULT}  # fmt: skip
     opts = StartOptions(
         study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
         workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
-        retrain=not kwargs.pop("no_retrain"), quiet=kwargs.pop("quiet"), gpus=kwargs.pop("gpus"),
+        retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
+        explicit=frozenset(given),
     )  # fmt: skip
     sys.exit(run_start(opts, kwargs, debug=ctx.obj["debug"]))
 

@@ -40,13 +40,13 @@ def _is_user_error(exc: Exception) -> bool:
     if names & {"SearchError", "StorageError", "StudyError", "ConfigError", "DataError"}:
         return True
     module = type(exc).__module__
-    return module.startswith(("sqlalchemy", "psycopg2")) or names & {"OperationalError"} != set()
+    return module.startswith(("sqlalchemy", "psycopg")) or names & {"OperationalError"} != set()
 
 
 def _one_line(exc: Exception) -> str:
     from storage import mask
 
-    if type(exc).__module__.startswith(("sqlalchemy", "psycopg2")):
+    if type(exc).__module__.startswith(("sqlalchemy", "psycopg")):
         from storage import explain_db_error
 
         url = os.environ.get("SEARCH_STORAGE", "")

@@ -15,11 +15,12 @@ if TYPE_CHECKING:
 
 
 def locations(kwargs: dict[str, Any], create: bool) -> Locations:
-    """Pop the location flags from a command's ``kwargs`` and resolve them."""
+    """Pop the location flags from a command's ``kwargs`` and resolve them (search.toml was read by click)."""
+    kwargs.pop("config_file", None)
     return resolve_locations(
         storage=kwargs.pop("storage"), tracking_uri=kwargs.pop("tracking_uri"),
         artifact_location=kwargs.pop("artifact_location"), project_dir=kwargs.pop("project_dir"),
-        checkpoint_dir=kwargs.pop("checkpoint_dir"), config_file=kwargs.pop("config_file"), create=create,
+        checkpoint_dir=kwargs.pop("checkpoint_dir"), create=create,
     )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ location_options = stack(
     option("--storage", envvar="SEARCH_STORAGE", show_envvar=True,
            help="Optuna storage URL, e.g. postgresql://user@host:5432/db. "
                 "Default: an embedded SQLite file in the project directory."),
-    option("--tracking-uri", envvar="SEARCH_TRACKING_URI", show_envvar=True,
+    option("--tracking-uri", envvar=["SEARCH_TRACKING_URI", "MLFLOW_TRACKING_URI"], show_envvar=True,
            help="MLflow tracking/registry URI: a database URL or http://server. Default: embedded."),
     option("--artifact-location", envvar="SEARCH_ARTIFACT_LOCATION", show_envvar=True,
            help="Artifact root for new MLflow experiments (must be reachable from every node)."),
@@ -40,10 +40,20 @@ location_options = stack(
            help="Directory for embedded stores, logs and checkpoints [./.search]."),
     option("--checkpoint-dir", type=click.Path(path_type=Path), envvar="SEARCH_CHECKPOINT_DIR", show_envvar=True,
            help="Where trial checkpoints live (shared by all nodes) [<project-dir>/checkpoints]."),
-    option("--config", "config_file", type=click.Path(path_type=Path), envvar="SEARCH_CONFIG",
-           help="TOML file with defaults for these flags [./search.toml]."),
+    option("--config", "config_file", type=click.Path(path_type=Path), envvar="SEARCH_CONFIG", show_envvar=True,
+           is_eager=True, callback=lambda ctx, _, path: _load_config(ctx, path),
+           help="TOML file with defaults for any of this command's flags [./search.toml]."),
 )  # fmt: skip
 """Flags that say where a study lives; each falls back to its environment variable, then search.toml."""
+
+
+def _load_config(ctx: click.Context, path: Path | None) -> Path | None:
+    """Eager, so the file's values are this command's defaults before any other flag is read."""
+    from search.cli._settings import config_defaults
+
+    ctx.default_map = {**config_defaults(ctx, path), **(ctx.default_map or {})}
+    return path
+
 
 study_name_option = option("--name", help="Optuna study name [the study's own name].")
 find_study_options = stack(

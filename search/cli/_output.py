@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
+from search.cli._settings import MLFLOW_TRACKING_ENV
 from search.observation import study_summary
+from search.settings import ENV_PROJECT, ENV_STORAGE, ENV_TRACKING
 from search.tracking import record_on_parent, retrain_and_register
 
 if TYPE_CHECKING:
@@ -50,9 +53,24 @@ def print_retrain(result: RetrainResult) -> None:
 
 
 def _print_next_steps(coordinator: Coordinator, loc: Locations) -> None:
-    where = [] if loc.embedded and loc.project_dir.name == ".search" and loc.project_dir.parent.samefile(".") \
-        else ["--project-dir", str(loc.project_dir)]  # fmt: skip
-    flags = " ".join(where)
     print("\nnext:")
+    flags = " ".join(where_flags(loc))
     for command in ("status", "dashboard", "report", "mlflow"):
         print(f"  search {command} --name {coordinator.study_name} {flags}".rstrip())
+
+
+def where_flags(loc: Locations) -> list[str]:
+    """The location flags a later command in this directory and shell needs to find the study again."""
+    import storage
+
+    flags = []
+    here = loc.project_dir.name == ".search" and loc.project_dir.parent.samefile(".")
+    if not here and not os.environ.get(ENV_PROJECT):
+        flags += ["--project-dir", str(loc.project_dir)]
+    if not loc.embedded and not os.environ.get(ENV_STORAGE):
+        flags += ["--storage", storage.mask(loc.storage_url)]
+    default_tracking = storage.resolve_tracking(None, loc.project_dir, None).tracking_uri
+    tracking_from_env = os.environ.get(ENV_TRACKING) or os.environ.get(MLFLOW_TRACKING_ENV)
+    if loc.tracking_uri != default_tracking and not tracking_from_env:
+        flags += ["--tracking-uri", storage.mask(loc.tracking_uri)]
+    return flags

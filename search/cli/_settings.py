@@ -1,11 +1,18 @@
-"""Resolving where a search lives: flags, then environment, then ``search.toml``, then defaults."""
+"""Resolving settings: command line, then environment, then ``search.toml``, then defaults.
+
+Click applies that order to every flag: the command line and a flag's environment variable come
+first, and :func:`config_defaults` turns ``search.toml`` into the command's ``default_map``.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
+
+import click
 
 from search.exceptions import SearchError
 from search.settings import (
@@ -19,21 +26,98 @@ from search.settings import (
     Locations,
 )
 
+MLFLOW_TRACKING_ENV = "MLFLOW_TRACKING_URI"
+"""MLflow's own variable: the tracking default when ``SEARCH_TRACKING_URI`` is not set."""
+_NOT_FROM_FILE = {"config_file", "help", "version"}
 
-def read_config_file(path: Path | None) -> dict[str, Any]:
-    """Keys of ``[search]`` (or top level) in a TOML file; an explicit path that is missing is an error."""
+
+def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path] | None:
+    """The ``[search]`` table (or the top level) of a TOML file and its path; None without a file.
+
+    An explicit path (``--config`` or ``SEARCH_CONFIG``) that is missing is an error.
+    """
     explicit = path is not None or ENV_CONFIG in os.environ
     candidate = path or Path(os.environ.get(ENV_CONFIG, CONFIG_FILE))
     if not candidate.exists():
         if explicit:
             raise SearchError(f"config file {candidate} does not exist")
-        return {}
+        return None
     try:
         data = tomllib.loads(candidate.read_text())
     except (tomllib.TOMLDecodeError, OSError) as exc:
         raise SearchError(f"cannot read config file {candidate}: {exc}") from None
     section = data.get("search", data)
-    return {str(k).replace("-", "_"): v for k, v in section.items()}
+    if not isinstance(section, dict):
+        raise SearchError(f"{candidate}: [search] must be a table of flags")
+    return section, candidate
+
+
+def config_defaults(ctx: click.Context, path: Path | None) -> dict[str, Any]:
+    """``search.toml`` as this command's click ``default_map``; a key that is no flag is refused.
+
+    Keys are flag names (``trials``, ``sampler``, ``study-option`` or ``study_option``). Top-level
+    keys apply to every command that has the flag; a table named after a command (``[search.start]``)
+    applies to that command only and wins over the top level.
+    """
+    read = read_config_file(path)
+    if read is None:
+        return {}
+    section, where = read
+    root = ctx.find_root().command
+    commands = getattr(root, "commands", {})
+    mine = _flags(ctx.command)
+    known = {flag for cmd in commands.values() for flag in _flags(cmd)} | set(_flags(root))
+    defaults: dict[str, Any] = {}
+    scoped: dict[str, Any] = {}
+    for key, value in section.items():
+        if isinstance(value, dict) and key in commands:
+            if key == ctx.info_name:
+                scoped = value
+            continue
+        flag = _check_key(key, known, where)
+        if flag in mine:
+            defaults[mine[flag]] = _value(value)
+    for key, value in scoped.items():
+        flag = _check_key(key, set(mine), where, f"`search {ctx.info_name}`")
+        defaults[mine[flag]] = _value(value)
+    return defaults
+
+
+def _flags(cmd: click.Command) -> dict[str, str]:
+    """The flags a file may set for ``cmd``: normalised long name -> parameter name."""
+    flags: dict[str, str] = {}
+    for param in cmd.params:
+        if not isinstance(param, click.Option) or param.hidden or param.name in _NOT_FROM_FILE or param.name is None:
+            continue
+        for opt in param.opts:
+            if opt.startswith("--"):
+                flags[_normal(opt[2:])] = param.name
+        flags[_normal(param.name)] = param.name
+    return flags
+
+
+def _normal(key: str) -> str:
+    return key.replace("-", "_").lower()
+
+
+def _check_key(key: str, known: set[str], where: Path, scope: str = "any command") -> str:
+    flag = _normal(key)
+    if flag in known:
+        return flag
+    close = difflib.get_close_matches(flag, sorted(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise SearchError(f"{where}: {key!r} is not a flag of {scope}{hint}")
+
+
+def _value(value: Any) -> Any:
+    """TOML values as click expects them: a table of study options becomes KEY=VALUE strings."""
+    if isinstance(value, dict):
+        return [f"{k}={_scalar(v)}" for k, v in value.items()]
+    return value
+
+
+def _scalar(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def resolve_locations(
@@ -43,28 +127,23 @@ def resolve_locations(
     artifact_location: str | None,
     project_dir: Path | None,
     checkpoint_dir: Path | None = None,
-    config_file: Path | None = None,
     create: bool = True,
 ) -> Locations:
-    """Resolve every location once, in the process that was given the flags."""
+    """Resolve every location once, in the process that was given the flags (or their variables)."""
     import storage as st
 
-    conf = read_config_file(config_file)
+    def pick(flag: Any, *envs: str) -> Any:
+        return flag if flag is not None else next((os.environ[e] for e in envs if os.environ.get(e)), None)
 
-    def pick(flag: Any, env: str, key: str) -> Any:
-        return flag if flag is not None else os.environ.get(env) or conf.get(key)
-
-    project = Path(pick(project_dir, ENV_PROJECT, "project_dir") or st.DEFAULT_DIRNAME).expanduser().resolve()
-    storage_url = pick(storage, ENV_STORAGE, "storage")
-    tracking = pick(tracking_uri, ENV_TRACKING, "tracking_uri")
-    artifacts = pick(artifact_location, ENV_ARTIFACTS, "artifact_location")
+    project = Path(pick(project_dir, ENV_PROJECT) or st.DEFAULT_DIRNAME).expanduser().resolve()
+    storage_url = pick(storage, ENV_STORAGE)
+    tracking = pick(tracking_uri, ENV_TRACKING, MLFLOW_TRACKING_ENV)
+    artifacts = pick(artifact_location, ENV_ARTIFACTS)
     if create:
         project = st.ensure_project_dir(project)
     else:
         st.check_writable(project)
     url = st.sqlite_url(project / "optuna.db") if storage_url is None else st.normalize_db_url(storage_url)
     location = st.resolve_tracking(tracking, project, artifacts)
-    ckpt = (
-        Path(pick(checkpoint_dir, ENV_CHECKPOINTS, "checkpoint_dir") or project / "checkpoints").expanduser().resolve()
-    )
+    ckpt = Path(pick(checkpoint_dir, ENV_CHECKPOINTS) or project / "checkpoints").expanduser().resolve()
     return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, st.is_sqlite(url))

@@ -1,17 +1,23 @@
-"""``search start``: create or resume a study, run local workers, follow them, retrain the best."""
+"""``search start``: create or resume a study, run local workers, follow them, retrain the best.
+
+Resuming, settings the user did not give keep the values stored with the study. A given value
+that differs applies when the trials so far stay comparable (budget, retries, heartbeats, sampler,
+pruner: stored with the study, used by every worker started from now on) and is refused when they
+would not (the seed also splits the data; study options change the data or the model).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import storage
 from search.cli._open import check_reachable, locations
 from search.cli._output import final_summary
 from search.coordination import Coordinator
-from search.exceptions import SearchError
+from search.exceptions import SearchError, StudyMismatchError
 from search.execution import (
     check_some_worker_succeeded,
     default_workers,
@@ -46,6 +52,9 @@ class StartOptions:
     retrain: bool = True
     quiet: bool = False
     gpus: str | None = None
+    explicit: frozenset[str] | None = None
+    """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
+    values. None: all of them (a caller in Python means every value it passes)."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +104,70 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int) -> tu
     return coordinator, created
 
 
+# -- resuming: a flag that changes a stored setting applies or is refused, never silent --------------------
+
+REFUSED = frozenset({"seed"})
+"""Settings a resumed study cannot change: its trials so far would not be comparable with new ones."""
+_HINT = "; drop the flag to resume, or give --name for a new study"
+
+
+def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, list[str]]:
+    """``opts`` as a resumed study runs them, and one line per stored setting they change.
+
+    A new study (none of that name in the storage) takes ``opts`` as they are, with no lines.
+    """
+    name = opts.name or load_study(study_ref(opts.study), opts.study_options).name
+    if not storage.has_optuna_tables(loc.storage_url):
+        return opts, []
+    coordinator = Coordinator(loc.storage_url, name)
+    if not coordinator.exists():
+        return opts, []
+    return reconcile(opts, coordinator.read_record(), coordinator.budget())
+
+
+def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[StartOptions, list[str]]:
+    """Merge what the user gave (``opts.explicit``) into the stored record; refuse what cannot change."""
+    given = opts.explicit
+
+    def asked(name: str) -> bool:
+        return given is None or name in given
+
+    if asked("study_options") and opts.study_options != stored.options:
+        raise StudyMismatchError(
+            f"--study-option {_options(opts.study_options)} differs from the study's stored options "
+            f"{_options(stored.options)}{_HINT}"
+        )
+    values, lines = {}, []
+    for setting in (f.name for f in fields(SearchSettings)):
+        old, new = getattr(stored.settings, setting), getattr(opts.settings, setting)
+        if not asked(setting) or new == old:
+            values[setting] = old
+            continue
+        flag = "--" + setting.replace("_", "-")
+        if setting in REFUSED:
+            raise StudyMismatchError(f"{flag} {new} differs from the study's stored {flag} {old}{_HINT}")
+        values[setting] = new
+        lines.append(f"{flag}: {old} -> {new} (stored with the study; workers started from now on use it)")
+    if opts.trials != budget:
+        lines.append(f"--trials: budget {budget} -> {opts.trials}")
+    return replace(opts, settings=SearchSettings(**values), study_options=stored.options), lines
+
+
+def _options(options: dict[str, object]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(options.items())) or "(none)"
+
+
 def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     """The whole search: prepare, create or resume, run workers and follow them, then the summary."""
     loc = locations(kwargs, create=False)
-    prepared = prepare(opts)
     check_reachable(loc)
+    opts, changes = resume_options(opts, loc)
+    prepared = prepare(opts)
     storage.ensure_project_dir(loc.project_dir)
     coordinator, created = create_or_resume(loc, prepared, opts.trials)
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
+    for line in changes:
+        print(f"  changed {line}", flush=True)
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import storage as st
@@ -77,8 +78,10 @@ class Coordinator:
         if self.exists():
             old = self.read_record()
             self._check_same_search(old, record)
-            self.apply(old)
-            study = self.load(old)
+            resumed = replace(old, settings=record.settings)
+            study = self.load(resumed)
+            if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
+                study.set_user_attr(SPEC_ATTR, resumed.to_json())
             study.set_user_attr(BUDGET_ATTR, budget)
             return study, False
         self.apply(record)
@@ -141,6 +144,11 @@ class Coordinator:
         if diff:
             raise StudyMismatchError(
                 f"study {self.study_name!r} exists with another search space (differs in {', '.join(diff)}){hint}"
+            )
+        if old.options != new.options or old.settings.seed != new.settings.seed:
+            raise StudyMismatchError(
+                f"study {self.study_name!r} exists with seed {old.settings.seed} and options {old.options}, "
+                f"not seed {new.settings.seed} and options {new.options}{hint}"
             )
         if old.study_ref != new.study_ref:
             raise StudyMismatchError(

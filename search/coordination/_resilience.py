@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -80,11 +81,13 @@ def _is_lost_connection(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
         return True
-    try:
-        import psycopg2
-    except ImportError:  # pragma: no cover - psycopg2 is a dependency
-        return False
-    return isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+    return any(_is_driver_error(exc, driver) for driver in ("psycopg2", "psycopg"))
+
+
+def _is_driver_error(exc: BaseException, driver: str) -> bool:
+    """A raw connection error of psycopg2 or (when installed) psycopg 3, without importing either."""
+    module = sys.modules.get(driver)
+    return module is not None and isinstance(exc, module.OperationalError | module.InterfaceError)
 
 
 class _Outage:

@@ -7,6 +7,8 @@ as every searched one.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import math
 import tempfile
@@ -173,7 +175,9 @@ def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_na
     mlflow.set_registry_uri(tracker.location.registry_uri)
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pytorch.log_model(exported, name="model", signature=signature, input_example=example)
-    version = mlflow.register_model(info.model_uri, model_name)
+    with contextlib.redirect_stderr(io.StringIO()) as said:  # MLflow prints "Created version '1' ..." itself
+        version = mlflow.register_model(info.model_uri, model_name)
+    log.debug("mlflow: %s", said.getvalue().strip())
     return str(version.version)
 
 

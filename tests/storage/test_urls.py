@@ -10,9 +10,10 @@ def test_plain_postgresql_urls_map_to_psycopg2():
     assert storage.normalize_db_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
 
 
-def test_psycopg3_driver_is_refused_with_a_hint():
-    with pytest.raises(StorageError, match="postgresql\\+psycopg2"):
-        storage.normalize_db_url("postgresql+psycopg://u@h/db")
+def test_psycopg3_driver_is_kept_and_other_drivers_are_refused_with_a_hint():
+    assert storage.normalize_db_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"  # installed
+    with pytest.raises(StorageError, match="postgresql\\+psycopg://"):
+        storage.normalize_db_url("postgresql+pg8000://u@h/db")
 
 
 def test_passwords_are_masked_in_any_text():
