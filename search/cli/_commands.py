@@ -47,7 +47,10 @@ _settings_options = stack(
 @option("--workers", type=int, help="Local worker processes [one per GPU, else one per two CPU cores]; "
                                     "0 creates the study and follows it without training.")  # fmt: skip
 @_settings_options
-@option("--gpus", help="GPUs for local workers: all | 0,1,... [all visible].")
+@option(
+    "--gpus",
+    help="GPUs for local workers: all | 0,1,... (indices into CUDA_VISIBLE_DEVICES when it is set) [all visible].",
+)
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
 @study_options_option
 @outage_option
@@ -83,7 +86,11 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
 
 @cli.command()
 @find_study_options
-@option("--gpus", help="all | 0,1,...: one trial per GPU at a time, each in its own process.")
+@option(
+    "--gpus",
+    help="all | 0,1,...: one trial per GPU at a time, each in its own process "
+    "(indices into CUDA_VISIBLE_DEVICES when it is set).",
+)
 @option(
     "--gpus-per-trial",
     type=int,
@@ -95,6 +102,15 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     type=int,
     default=1,
     help="Run each trial as a torch.distributed job of this many CPU processes (gloo).",
+)
+@option(
+    "--wait-for-db",
+    type=float,
+    default=0,
+    metavar="SECONDS",
+    envvar="SEARCH_WAIT_FOR_DB",
+    show_envvar=True,
+    help="Wait this long for the database and the study to appear (a scheduler may start workers first).",
 )
 @option("--worker-index", type=int, default=0, hidden=True)
 @option("--rank-of-group", is_flag=True, hidden=True)

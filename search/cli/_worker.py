@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from search.cli._open import locations, open_existing_with_locations, study_name
+from search.coordination import PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.execution import (
     connect,
@@ -19,8 +21,10 @@ from search.execution import (
     spawn_workers,
     wait_for_workers,
 )
+from storage import StorageError
 
 if TYPE_CHECKING:
+    from search.coordination import Coordinator
     from search.settings import Locations
 
 log = logging.getLogger(__name__)
@@ -37,7 +41,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
-    coordinator, loc = open_existing_with_locations(kwargs)
+    coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"))
     release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
     if gpus_per_trial > 1 or procs_per_trial > 1:
         release()
@@ -58,6 +62,33 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         return 130
     log.info("worker %s done: %d trials", ctx.worker_id, len(report.outcomes))
     return 0
+
+
+def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator, Locations]:
+    """Open the study, waiting up to ``seconds`` for its database and the study itself to appear.
+
+    One line when the wait starts and one when it ends; past the limit, the last error.
+    """
+    deadline = time.monotonic() + seconds
+    started, delay, waited = time.monotonic(), 1.0, False
+    while True:
+        try:
+            found = open_existing_with_locations(dict(kwargs))
+            if seconds and PARENT_RUN_ATTR not in found[0].load().user_attrs:  # `search start` is still creating it
+                raise SearchError(f"study {found[0].study_name!r} is still being created")
+        except (StorageError, SearchError) as exc:  # unreachable database, no study (yet)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            if not waited:
+                log.warning("waiting up to %g s for the study: %s", seconds, exc)
+                waited = True
+            time.sleep(min(delay, left))
+            delay = min(2 * delay, 10.0)
+            continue
+        if waited:
+            log.warning("study %r found after %.0f s; joining it", found[0].study_name, time.monotonic() - started)
+        return found
 
 
 def _run_groups(loc: Locations, name: str, gpus: list[str] | None, size: int, index: int, debug: bool) -> int:

@@ -35,6 +35,15 @@ def default_workers() -> int:
 
 
 def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` entries for its workers.
+
+    A scheduler (Slurm, Kubernetes) or the user narrows the set with ``CUDA_VISIBLE_DEVICES``;
+    when it is set it is the whole set (``nvidia-smi`` would list every GPU of the node). Its
+    entries (indices, ``GPU-``/``MIG-`` UUIDs) end, as CUDA reads them, at the first invalid one.
+    """
+    assigned = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if assigned is not None:
+        return _device_list(assigned)
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
@@ -43,6 +52,15 @@ def visible_gpus() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def _device_list(value: str) -> list[str]:
+    devices: list[str] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))) or entry in devices:
+            break  # "", "-1", Slurm's "NoDevFiles": no (more) GPUs
+        devices.append(entry)
+    return devices
 
 
 def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
@@ -84,21 +102,29 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any) -> list[
 
 
 def parse_gpus(value: str) -> list[str]:
-    """``all`` or a list of distinct GPU indices, each of which must exist on this machine."""
+    """``all`` or distinct GPU indices, as ``CUDA_VISIBLE_DEVICES`` entries for the workers.
+
+    The indices count the GPUs this process may use, as CUDA does: with ``CUDA_VISIBLE_DEVICES=2,5``
+    ``--gpus 1`` is GPU 5, and no index reaches a GPU outside the set.
+    """
+    present = visible_gpus()
     if value.strip().lower() == "all":
-        gpus = visible_gpus()
-        if not gpus:
-            raise SearchError("--gpus all: no NVIDIA GPU is visible on this machine")
-        return gpus
+        if not present:
+            raise SearchError(f"--gpus all: no NVIDIA GPU is visible to this process{_assigned()}")
+        return present
     parts = [p.strip() for p in value.split(",")]
     if not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
         raise SearchError(f"invalid --gpus value {value!r}; expected all or a comma-separated list like 0,1")
-    present = visible_gpus()
-    missing = [p for p in parts if p not in present]
+    missing = [p for p in parts if int(p) >= len(present)]
     if missing:
-        have = ", ".join(present) if present else "none"
-        raise SearchError(f"--gpus {value}: no GPU {', '.join(missing)} on this machine (GPUs here: {have})")
-    return parts
+        have = ", ".join(str(i) for i in range(len(present))) if present else "none"
+        raise SearchError(f"--gpus {value}: no GPU {', '.join(missing)} here (GPUs here: {have}){_assigned()}")
+    return [present[int(p)] for p in parts]
+
+
+def _assigned() -> str:
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "" if value is None else f" (CUDA_VISIBLE_DEVICES={value})"
 
 
 def worker_logs(loc: Locations) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import time
@@ -58,11 +59,16 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     """The trial's MLflow run; the trial records who runs it and where its run is, in one write."""
     previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the GPUs this worker was given (by us or by a scheduler)
+    if gpus:
+        tags["hpsearch.gpus"] = gpus
     if previous:
         ctx.tracker.mark_killed(previous)
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, f"trial-{trial.number}", "trial", tags)
     attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}
+    if gpus:
+        attrs["gpus"] = gpus
     retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}")
     return run
 

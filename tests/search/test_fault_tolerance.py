@@ -804,7 +804,7 @@ def test_a_study_that_exists_as_another_search_is_refused(cli, tmp_path, pg_url,
         ("0,x", "invalid --gpus value '0,x'; expected all or a comma-separated list like 0,1"),
         ("", "invalid --gpus value ''"),
         ("1,1", "invalid --gpus value '1,1'"),
-        ("97", "--gpus 97: no GPU 97 on this machine (GPUs here: "),
+        ("97", "--gpus 97: no GPU 97 here (GPUs here: "),
     ],
 )
 def test_invalid_gpus_value_creates_nothing(cli, tmp_path, command, value, fragment):

@@ -1,0 +1,115 @@
+"""Workers as a cluster scheduler starts them: the GPUs they were given, and a database that is not up yet."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
+QUICK = ["--study-option", "epoch_seconds=0.3", "--study-option", "epochs=2", "--pruner", "none", "--no-retrain"]
+
+
+@pytest.fixture
+def four_gpus(tmp_path, monkeypatch) -> dict[str, str]:
+    """A fake ``nvidia-smi`` on PATH that lists GPUs 0-3, as on a 4-GPU node."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0\\n1\\n2\\n3\\n'\n")
+    fake.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return {"PATH": path}
+
+
+def test_without_cuda_visible_devices_every_gpu_of_the_node_is_used(four_gpus):
+    from search.execution import default_workers, parse_gpus, visible_gpus
+
+    assert visible_gpus() == ["0", "1", "2", "3"]
+    assert default_workers() == 4
+    assert parse_gpus("2,0") == ["2", "0"]
+
+
+@pytest.mark.parametrize(
+    ("assigned", "visible"),
+    [
+        ("1,3", ["1", "3"]),
+        ("GPU-aa11,GPU-bb22", ["GPU-aa11", "GPU-bb22"]),
+        ("2,-1,3", ["2"]),  # CUDA stops at the first invalid entry
+        ("", []),
+        ("NoDevFiles", []),  # Slurm, for a job given no GPU
+    ],
+)
+def test_cuda_visible_devices_is_the_whole_set(four_gpus, monkeypatch, assigned, visible):
+    from search.execution import default_workers, visible_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", assigned)
+    assert visible_gpus() == visible
+    assert default_workers() == (len(visible) or max(1, (os.cpu_count() or 2) // 2))
+
+
+def test_gpu_indices_count_the_assigned_gpus_and_never_reach_outside(four_gpus, monkeypatch):
+    from search.exceptions import SearchError
+    from search.execution import parse_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    assert parse_gpus("all") == ["1", "3"]
+    assert parse_gpus("1") == ["3"]
+    with pytest.raises(SearchError, match=r"no GPU 2 here \(GPUs here: 0, 1\) \(CUDA_VISIBLE_DEVICES=1,3\)"):
+        parse_gpus("2")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(SearchError, match="no NVIDIA GPU is visible to this process"):
+        parse_gpus("all")
+
+
+def test_a_search_on_assigned_gpus_runs_one_worker_on_each_and_records_it(cli, tmp_path, four_gpus):
+    import optuna
+
+    env = {**four_gpus, "CUDA_VISIBLE_DEVICES": "1,3"}
+    cli("start", "--study", SLEEP_STUDY, "--trials", "6", "--gpus", "all", *QUICK, cwd=tmp_path, env=env, check=True)
+    study = optuna.load_study(study_name="sleep", storage=f"sqlite:///{tmp_path / '.search' / 'optuna.db'}")
+    used = {t.user_attrs.get("gpus") for t in study.trials}
+    assert used == {"1", "3"}  # each worker on one GPU of the set, none outside it
+    assert len({t.user_attrs["worker"] for t in study.trials}) == 2
+
+
+def _worker(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "search", "worker", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_a_worker_started_before_its_study_waits_for_it_then_trains(cli, tmp_path, pg_url):
+    worker = _worker(["--name", "sleep", "--storage", pg_url, "--wait-for-db", "120"], tmp_path)
+    time.sleep(4)
+    assert worker.poll() is None  # still waiting, not failed
+    start = cli("start", "--study", SLEEP_STUDY, "--trials", "3", "--workers", "0", *QUICK, "--storage", pg_url,
+                cwd=tmp_path, timeout=240)  # fmt: skip
+    out, err = worker.communicate(timeout=120)
+    assert start.returncode == 0, start.stdout + start.stderr
+    assert worker.returncode == 0, err
+    assert err.count("waiting up to 120 s for the study") == 1, err
+    assert err.count("study 'sleep' found after") == 1, err
+    assert "3/3 trials finished (3 complete" in start.stdout
+
+
+def test_past_the_wait_a_worker_exits_with_one_clear_line(tmp_path):
+    began = time.monotonic()
+    worker = _worker(["--name", "sleep", "--storage", "postgresql://nobody@127.0.0.1:1/none", "--wait-for-db", "3"],
+                     tmp_path)  # fmt: skip
+    _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 2
+    assert 3 <= time.monotonic() - began < 60
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "waiting up to 3 s for the study" in lines[0]
+    assert lines[-1].startswith("error: ") and "127.0.0.1:1" in lines[-1]
+    assert "Traceback" not in err
