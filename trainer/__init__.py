@@ -15,6 +15,7 @@ from trainer._hooks import EarlyStopping, Hook, MetricsSink
 from trainer._loop import fit
 from trainer._result import FitResult
 from trainer._tasks import Classification, LanguageModeling, Regression, Task
+from trainer._tensorboard import FanOut, TensorBoardSink
 
 __all__ = [
     "CheckpointError",
@@ -22,6 +23,7 @@ __all__ = [
     "ConfigError",
     "DivergenceError",
     "EarlyStopping",
+    "FanOut",
     "FitResult",
     "Hook",
     "LanguageModeling",
@@ -29,6 +31,7 @@ __all__ = [
     "MixedPrecision",
     "Regression",
     "Task",
+    "TensorBoardSink",
     "TensorData",
     "TrainConfig",
     "TrainData",

@@ -18,6 +18,7 @@ from search.cli._options import (
     stack,
     study_name_option,
     study_options_option,
+    tensorboard_option,
 )
 from search.settings import SearchSettings
 
@@ -53,6 +54,7 @@ _settings_options = stack(
 )
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
 @study_options_option
+@tensorboard_option
 @outage_option
 @location_options
 @click.pass_context
@@ -114,6 +116,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
 )
 @option("--worker-index", type=int, default=0, hidden=True)
 @option("--rank-of-group", is_flag=True, hidden=True)
+@tensorboard_option
 @outage_option
 @location_options
 @click.pass_context

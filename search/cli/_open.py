@@ -20,7 +20,7 @@ def locations(kwargs: dict[str, Any], create: bool) -> Locations:
     return resolve_locations(
         storage=kwargs.pop("storage"), tracking_uri=kwargs.pop("tracking_uri"),
         artifact_location=kwargs.pop("artifact_location"), project_dir=kwargs.pop("project_dir"),
-        checkpoint_dir=kwargs.pop("checkpoint_dir"), create=create,
+        checkpoint_dir=kwargs.pop("checkpoint_dir"), tensorboard_dir=kwargs.pop("tensorboard", None), create=create,
     )  # fmt: skip
 
 

@@ -55,6 +55,12 @@ def _load_config(ctx: click.Context, path: Path | None) -> Path | None:
     return path
 
 
+tensorboard_option = option(
+    "--tensorboard", type=click.Path(file_okay=False, path_type=Path), envvar="SEARCH_TENSORBOARD_DIR",
+    show_envvar=True, metavar="DIR",
+    help="Also write every trial's per-epoch metrics and hyperparameters as TensorBoard event files under "
+         "DIR/<study>/trial-<n> (needs: pip install tensorboard).",
+)  # fmt: skip
 study_name_option = option("--name", help="Optuna study name [the study's own name].")
 find_study_options = stack(
     option("--study", help="Built-in study name or .py file (only used to find the study's name)."),

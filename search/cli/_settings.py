@@ -22,6 +22,7 @@ from search.settings import (
     ENV_CONFIG,
     ENV_PROJECT,
     ENV_STORAGE,
+    ENV_TENSORBOARD,
     ENV_TRACKING,
     Locations,
 )
@@ -127,6 +128,7 @@ def resolve_locations(
     artifact_location: str | None,
     project_dir: Path | None,
     checkpoint_dir: Path | None = None,
+    tensorboard_dir: Path | None = None,
     create: bool = True,
 ) -> Locations:
     """Resolve every location once, in the process that was given the flags (or their variables)."""
@@ -146,4 +148,6 @@ def resolve_locations(
     url = st.sqlite_url(project / "optuna.db") if storage_url is None else st.normalize_db_url(storage_url)
     location = st.resolve_tracking(tracking, project, artifacts)
     ckpt = Path(pick(checkpoint_dir, ENV_CHECKPOINTS) or project / "checkpoints").expanduser().resolve()
-    return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, st.is_sqlite(url))
+    board = pick(tensorboard_dir, ENV_TENSORBOARD)
+    return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, st.is_sqlite(url),
+                     tensorboard_dir=Path(board).expanduser().resolve() if board else None)  # fmt: skip

@@ -33,6 +33,8 @@ class WorkerContext:
     worker_id: str
     gang: Any = None
     """For a multi-process trial: rank 0's link to the other ranks (``_gang.Gang``)."""
+    tensorboard_dir: Path | None = None
+    """Where each trial also writes TensorBoard event files (``<dir>/<study>/trial-<n>``)."""
 
     def __post_init__(self) -> None:
         # Dead trials this worker reaps get their MLflow run ended as well.

@@ -42,13 +42,18 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         base = logical_number(trial)
         run = _start_run(ctx, trial, base)
         ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
+        board = _board(ctx, trial)
+        outcome: TrialOutcome | None = None
         try:
-            result, hook = _fit(ctx, trial, run, ckpt_dir)
+            result, hook = _fit(ctx, trial, run, ckpt_dir, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started)
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
         except Exception as exc:  # noqa: BLE001 - every trial-level error ends the trial, not the worker
             outcome = finish_failed(ctx, trial, run, exc, started)
+        finally:
+            if board is not None:
+                _close_board(board, ctx.record.metric, outcome)
     if outcome.state != "LOST":  # a lost trial's retry resumes from these checkpoints
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -73,7 +78,28 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     return run
 
 
-def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path) -> tuple[Any, PruningHook]:
+def _board(ctx: WorkerContext, trial: optuna.trial.Trial) -> Any:
+    """The trial's TensorBoard sink when the worker was asked for one (``--tensorboard``)."""
+    if ctx.tensorboard_dir is None:
+        return None
+    import trainer
+
+    log_dir = ctx.tensorboard_dir / ctx.optuna_study.study_name / f"trial-{trial.number}"
+    return trainer.TensorBoardSink(log_dir, metrics=(ctx.record.metric,))
+
+
+def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
+    """End the trial's TensorBoard run with its state; a failure here never fails the trial."""
+    status = {"COMPLETE": "success", "PRUNED": "success", "FAIL": "failure"}.get(outcome.state if outcome else "")
+    final = {metric: outcome.value} if outcome is not None and outcome.value is not None else {}
+    try:
+        board.close(status or "unknown", final)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
+
+
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
+         board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
     import trainer
 
     # Only suggest sees the trial, so it is safe to run again after a lost connection.
@@ -88,7 +114,11 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         keep_last=2,  # two, so a damaged newest one has a fallback
     )
     hook = PruningHook(trial, ctx.record.metric)
-    result = trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=run)
+    sink: Any = run
+    if board is not None:
+        board.hparams = params_dict(params)
+        sink = trainer.FanOut(run, board)
+    result = trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink)
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
     return result, hook

@@ -76,7 +76,7 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
         record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
         experiment_id=str(attrs[EXPERIMENT_ATTR]), parent_run_id=str(attrs[PARENT_RUN_ATTR]),
-        checkpoint_root=loc.checkpoint_root, worker_id=worker_id,
+        checkpoint_root=loc.checkpoint_root, worker_id=worker_id, tensorboard_dir=loc.tensorboard_dir,
     )  # fmt: skip
 
 

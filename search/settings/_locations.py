@@ -15,6 +15,7 @@ ENV_ARTIFACTS = "SEARCH_ARTIFACT_LOCATION"
 ENV_PROJECT = "SEARCH_PROJECT_DIR"
 ENV_CONFIG = "SEARCH_CONFIG"
 ENV_CHECKPOINTS = "SEARCH_CHECKPOINT_DIR"
+ENV_TENSORBOARD = "SEARCH_TENSORBOARD_DIR"
 CONFIG_FILE = "search.toml"
 
 
@@ -30,6 +31,8 @@ class Locations:
     embedded: bool
     """True when the Optuna storage is the embedded SQLite file under ``project_dir``."""
     extra: dict[str, Any] = field(default_factory=dict)
+    tensorboard_dir: Path | None = None
+    """Where workers write TensorBoard event files (``<dir>/<study>/trial-<n>``); None: not at all."""
 
     def tracking(self) -> TrackingLocation:
         """The MLflow tracking and registry location these resolve to."""
@@ -51,4 +54,6 @@ def location_env(loc: Locations) -> dict[str, str]:
     }
     if loc.artifact_location:
         env[ENV_ARTIFACTS] = loc.artifact_location
+    if loc.tensorboard_dir:
+        env[ENV_TENSORBOARD] = str(loc.tensorboard_dir)
     return env
