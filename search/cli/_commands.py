@@ -181,6 +181,32 @@ def retrain(**kwargs: Any) -> None:
     print_retrain(retrain_and_register(coordinator, loc, trial_number))
 
 
+@cli.command()
+@find_study_options
+@option("--version", "model_version", help="Registered model version [the champion].")
+@option("--format", "fmt", type=click.Choice(["onnx", "torchscript"]), default="onnx", help="File format.")
+@option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+        help="File to write [./<study>-v<version>.onnx or .pt].")  # fmt: skip
+@location_options
+def export(**kwargs: Any) -> None:
+    """Write the champion (or a version) as a file that runs without this project (docs/export.md).
+
+    Retraining exported it, preprocessing included, with a dynamic batch dimension, and checked
+    it against the PyTorch model on the test rows; this copies that file out of MLflow.
+    """
+    from search.cli._open import open_existing_with_locations
+    from search.tracking import FORMATS, Tracker, download_portable
+
+    version, fmt, output = kwargs.pop("model_version"), kwargs.pop("fmt"), kwargs.pop("output")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    name = coordinator.study_name
+    target = output or Path(f"{name}-export.{'onnx' if fmt == 'onnx' else 'pt'}")
+    got, path = download_portable(Tracker(loc.tracking()), name, version, fmt, target)
+    if output is None:  # name the default file after the version it holds
+        path = path.rename(path.with_name(f"{name}-v{got}{path.suffix}"))
+    click.echo(f"wrote {path}: {fmt} ({FORMATS[fmt]}) of registered model {name} version {got}")
+
+
 @cli.command("new-study")
 @click.argument("name")
 @option("-o", "--output", type=click.Path(path_type=Path), help="File to write [./NAME.py].")

@@ -78,7 +78,8 @@ def configure_output(debug: bool, quiet: bool = False) -> None:
         stream=sys.stderr,
         force=True,
     )
-    for noisy in ("alembic", "mlflow", "optuna", "urllib3", "httpx", "git", "matplotlib"):
+    for noisy in ("alembic", "mlflow", "optuna", "urllib3", "httpx", "git", "matplotlib", "torch.onnx", "onnx_ir",
+                  "onnxscript"):  # fmt: skip
         logging.getLogger(noisy).setLevel(logging.DEBUG if debug else logging.ERROR)
     filters = cast(list[Any], warnings.filters)  # a list at run time
     for entry in _QUIETED:

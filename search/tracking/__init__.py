@@ -1,17 +1,22 @@
 """MLflow: the study's parent run, a run per trial, and the retrained best model in the registry."""
 
 from search.tracking._parent import open_parent_run, record_on_parent
+from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
 from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
 from search.tracking._tracker import ROLE_TAG, STATE_TAG, RunLogger, Tracker
 
 __all__ = [
     "CHAMPION",
+    "FORMATS",
+    "ExportCheck",
     "ROLE_TAG",
     "STATE_TAG",
     "RetrainResult",
     "RunLogger",
     "Tracker",
+    "download_portable",
     "export_model",
+    "log_portable",
     "open_parent_run",
     "pick_trial",
     "record_on_parent",

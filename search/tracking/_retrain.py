@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.settings import load_study, params_dict
+from search.tracking._portable import log_portable
 from search.tracking._tracker import Tracker
 
 if TYPE_CHECKING:
@@ -96,10 +97,12 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     }
     tracker.log_metrics(run.run_id, test_metrics)
     _log_test_artifacts(tracker, run.run_id, model, data)
+    exports = log_portable(tracker, run.run_id, export_model(model, data), data)
     model_name = coordinator.study_name
     version = _log_and_register(tracker, run.run_id, model, data, model_name)
     test_key = record.metric.replace("val_", "test_", 1)
     became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
+    notes = [*notes, *(check.line() for check in exports)]
     run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
                          model_name, version, champion, became, run.run_id, notes)  # fmt: skip

@@ -138,6 +138,7 @@ def test_a_search_with_retrain_prints_no_third_party_warnings(cli, tmp_path):
     assert "is the new champion" in proc.stdout
     for noise in ("local version label", "Successfully registered", "Created version", "Warning", "WARNING"):
         assert noise not in proc.stdout + proc.stderr
+    assert proc.stderr.strip() == ""  # nothing at all on stderr (ONNX export included)
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
