@@ -13,6 +13,7 @@ from trainer._errors import CheckpointError, ConfigError, DivergenceError, Train
 from trainer._evaluate import evaluate
 from trainer._hooks import EarlyStopping, Hook, MetricsSink
 from trainer._loop import fit
+from trainer._lr_find import LRRange, lr_range_test
 from trainer._result import FitResult
 from trainer._tasks import Classification, LanguageModeling, Regression, Task
 from trainer._tensorboard import FanOut, TensorBoardSink
@@ -26,6 +27,7 @@ __all__ = [
     "FanOut",
     "FitResult",
     "Hook",
+    "LRRange",
     "LanguageModeling",
     "MetricsSink",
     "MixedPrecision",
@@ -40,4 +42,5 @@ __all__ = [
     "fit",
     "load_checkpoint",
     "load_model_weights",
+    "lr_range_test",
 ]

@@ -4,6 +4,7 @@ Everything here reads the study; the only writes are its own outputs (a page, a 
 """
 
 from search.observation._follow import Follower, PlainFollower, make_follower
+from search.observation._lr_plot import lr_find_figure
 from search.observation._progress import RunningTrial, Snapshot, duration, snapshot, trials_per_minute
 from search.observation._report import REPORT_ARTIFACT, ReportResult, write_report
 from search.observation._servers import (
@@ -30,6 +31,7 @@ __all__ = [
     "duration",
     "experiment_path",
     "failure_reasons",
+    "lr_find_figure",
     "make_follower",
     "mlflow_server_env",
     "overhead_stats",

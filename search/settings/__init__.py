@@ -23,7 +23,7 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord
-from search.settings._space import record_space, space_differences
+from search.settings._space import middle_params, record_space, space_differences
 
 __all__ = [
     "CONFIG_FILE",
@@ -48,6 +48,7 @@ __all__ = [
     "params_dict",
     "parse_options",
     "parse_spec",
+    "middle_params",
     "record_space",
     "space_differences",
     "study_ref",

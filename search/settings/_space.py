@@ -58,3 +58,39 @@ def record_space(study: Any) -> dict[str, str]:
 def space_differences(old: dict[str, str], new: dict[str, str]) -> list[str]:
     """Names of parameters declared by both spaces with different distributions."""
     return sorted(k for k in old.keys() & new.keys() if json.loads(old[k]) != json.loads(new[k]))
+
+
+def middle_params(study: Any, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A value for every parameter of the study's space: ``overrides`` (cast to the parameter's
+    type), else the middle of its range (geometric for a log scale) or its first choice.
+
+    Raises:
+        ValueError: an override names no parameter of the space.
+    """
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+        json_to_distribution,
+    )
+
+    overrides = dict(overrides or {})
+    space = {name: json_to_distribution(text) for name, text in record_space(study).items()}
+    unknown = sorted(set(overrides) - set(space))
+    if unknown:
+        raise ValueError(f"no parameter {', '.join(unknown)} in the study's space ({', '.join(space)})")
+    values: dict[str, Any] = {}
+    for name, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            given = overrides.get(name, dist.choices[0])
+            values[name] = next((c for c in dist.choices if str(c) == str(given)), given)
+            continue
+        assert isinstance(dist, FloatDistribution | IntDistribution)
+        low, high = float(dist.low), float(dist.high)
+        middle = (low * high) ** 0.5 if dist.log else (low + high) / 2
+        value = float(overrides.get(name, middle))
+        step = getattr(dist, "step", None) or (0 if isinstance(dist, FloatDistribution) else 1)
+        if step and name not in overrides:  # onto the parameter's grid
+            value = low + round((value - low) / step) * step
+        values[name] = value if isinstance(dist, FloatDistribution) else int(round(value))
+    return values

@@ -1,0 +1,67 @@
+"""Quick checks before a search: ``search lr-find``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from search.cli._group import cli
+from search.cli._options import option, study_options_option
+
+
+@cli.command("lr-find")
+@option("--study", required=True, help="Built-in study name or a path to a .py file.")
+@study_options_option
+@option(
+    "--params",
+    "param",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Hyperparameters to test with (repeatable); the rest sit in the middle of the study's space.",
+)
+@option("--steps", type=int, default=200, help="Optimizer steps of the sweep.")
+@option("--start-lr", type=float, default=1e-7, help="First learning rate.")
+@option("--end-lr", type=float, default=10.0, help="Last learning rate (the sweep stops earlier if the loss diverges).")
+@option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+        help="Plot to write [./<study>-lr-find.html].")  # fmt: skip
+def lr_find(**kwargs: Any) -> None:
+    """The learning-rate range test on the study's data and model: a suggested rate and a range to search.
+
+    The learning rate grows exponentially over --steps steps of the study's own training setup
+    (optimizer, batch size, clipping, precision); the smoothed loss is plotted against it. The
+    suggestion is where the loss falls fastest; the range runs from a tenth of it to the rate of
+    the lowest loss.
+    """
+    import optuna
+
+    import trainer
+    from search.exceptions import SearchError
+    from search.observation import lr_find_figure
+    from search.settings import load_study, middle_params, parse_options, study_ref
+
+    study = load_study(study_ref(kwargs["study"]), parse_options(kwargs["study_option"]))
+    try:
+        values = middle_params(study, parse_options(kwargs["param"]))
+    except ValueError as exc:
+        raise SearchError(f"--params: {exc}") from None
+    params = study.suggest(optuna.trial.FixedTrial(values))
+    data = study.load_data()
+    model = study.build_model(params, data)
+    config = study.train_config(params, study.search_fidelity)
+    started = time.perf_counter()
+    try:
+        found = trainer.lr_range_test(model, data.train, data.task, config, start_lr=kwargs["start_lr"],
+                                      end_lr=kwargs["end_lr"], steps=kwargs["steps"])  # fmt: skip
+    except ValueError as exc:
+        raise SearchError(f"lr-find: {exc}") from None
+    seconds = time.perf_counter() - started
+    output = kwargs["output"] or Path(f"{study.name}-lr-find.html")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    lr_find_figure(found, study.name).write_html(output, include_plotlyjs=True)
+    click.echo(f"suggested learning rate {found.suggested:.2g}; range to search {found.low:.2g} .. {found.high:.2g}")
+    shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+    click.echo(f"  {len(found.lrs)} steps in {seconds:.1f} s, {found.stopped}; with {shown}")
+    click.echo(f"  plot: {output}")
