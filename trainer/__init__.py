@@ -14,6 +14,7 @@ from trainer._evaluate import evaluate
 from trainer._hooks import EarlyStopping, Hook, MetricsSink
 from trainer._loop import fit
 from trainer._lr_find import LRRange, lr_range_test
+from trainer._profile import Profile, profiled
 from trainer._result import FitResult
 from trainer._tasks import Classification, LanguageModeling, Regression, Task
 from trainer._tensorboard import FanOut, TensorBoardSink
@@ -31,6 +32,7 @@ __all__ = [
     "LanguageModeling",
     "MetricsSink",
     "MixedPrecision",
+    "Profile",
     "Regression",
     "Task",
     "TensorBoardSink",
@@ -43,4 +45,5 @@ __all__ = [
     "load_checkpoint",
     "load_model_weights",
     "lr_range_test",
+    "profiled",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,8 @@ class _Run:
     train_samples: int = 0
     train_seconds: float = 0.0
     callback_seconds: float = 0.0
+    on_step: Callable[[], object] = lambda: None
+    """Called after every optimizer step (a profiler's ``step``); a no-op unless given to ``fit``."""
 
 
 def fit(
@@ -66,6 +68,7 @@ def fit(
     *,
     hooks: Sequence[Hook] = (),
     sink: MetricsSink | None = None,
+    on_step: Callable[[], object] | None = None,
 ) -> FitResult:
     """Train ``model`` in place and validate it after every epoch.
 
@@ -79,6 +82,8 @@ def fit(
     with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
     are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
 
+    ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
+
     Raises:
         ConfigError: ``config`` cannot run here (fp16 without CUDA).
         DivergenceError: the training loss became NaN or infinite.
@@ -86,6 +91,8 @@ def fit(
     """
     started = time.perf_counter()
     run = _setup(model, train, val, task, config)
+    if on_step is not None:
+        run.on_step = on_step
     try:
         _resume(run)
         stopped_epoch = _train(run, hooks, sink)
@@ -184,6 +191,7 @@ def _optimizer_step(run: _Run) -> Tensor:
     if not run.accelerator.optimizer_step_was_skipped:  # fp16 overflow: keep the schedule in place
         run.scheduler.step()
         run.global_step += 1
+    run.on_step()
     return grad_norm
 
 

@@ -1,4 +1,4 @@
-"""Quick checks before a search: ``search lr-find``."""
+"""Quick checks around a search: ``search lr-find`` before it, ``search profile`` of one of its trials."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from search.cli._group import cli
-from search.cli._options import option, study_options_option
+from search.cli._options import find_study_options, location_options, option, study_options_option
 
 
 @cli.command("lr-find")
@@ -65,3 +65,32 @@ def lr_find(**kwargs: Any) -> None:
     shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
     click.echo(f"  {len(found.lrs)} steps in {seconds:.1f} s, {found.stopped}; with {shown}")
     click.echo(f"  plot: {output}")
+
+
+@cli.command()
+@find_study_options
+@option("--trial", "trial_number", type=int, help="Profile this trial's configuration [the best trial].")
+@option("--steps", type=int, default=5, help="Optimizer steps to record (after 1 skipped and 2 warm-up steps).")
+@option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+        help="Directory for the trace and the table [./<study>-profile-trial-<n>].")  # fmt: skip
+@location_options
+def profile(**kwargs: Any) -> None:
+    """A short run of a trial's configuration under torch.profiler: Chrome trace, top operators, throughput.
+
+    CPU (and CUDA on a GPU) activity, memory and shapes over a few optimizer steps of the study's
+    own training setup. Both files go to the trial's MLflow run too, under profile/.
+    """
+    from search.cli._open import open_existing_with_locations
+    from search.tracking import Tracker, pick_trial, profile_trial
+
+    trial_number, steps, output = kwargs.pop("trial_number"), kwargs.pop("steps"), kwargs.pop("output")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    trial = pick_trial(coordinator, trial_number)
+    out_dir = output or Path(f"{coordinator.study_name}-profile-trial-{trial.number}")
+    result = profile_trial(coordinator, Tracker(loc.tracking()), trial, out_dir, steps)
+    click.echo(f"profiled trial {trial.number}: {result.steps} optimizer steps, "
+               f"{result.samples_per_second:,.0f} samples/s under the profiler")  # fmt: skip
+    click.echo("\n".join(result.table.splitlines()[:13]))
+    click.echo(f"trace: {result.trace} (open in chrome://tracing or ui.perfetto.dev); table: {result.table_path}")
+    if result.run_id:
+        click.echo(f"logged under profile/ on MLflow run {result.run_id}")

@@ -2,6 +2,7 @@
 
 from search.tracking._parent import open_parent_run, record_on_parent
 from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
+from search.tracking._profile import ProfileResult, profile_trial
 from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
 from search.tracking._tracker import ROLE_TAG, STATE_TAG, RunLogger, Tracker
 
@@ -9,6 +10,7 @@ __all__ = [
     "CHAMPION",
     "FORMATS",
     "ExportCheck",
+    "ProfileResult",
     "ROLE_TAG",
     "STATE_TAG",
     "RetrainResult",
@@ -19,6 +21,7 @@ __all__ = [
     "log_portable",
     "open_parent_run",
     "pick_trial",
+    "profile_trial",
     "record_on_parent",
     "retrain_and_register",
 ]

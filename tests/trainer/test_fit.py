@@ -159,3 +159,19 @@ def test_time_in_hooks_and_sink_is_reported_apart_from_training() -> None:
     result = _fit_blobs(trainer.TrainConfig(epochs=2, batch_size=16), hooks=[slow_hook], sink=SlowSink())
     assert 0.5 <= result.callback_seconds < result.fit_seconds
     assert _fit_blobs(trainer.TrainConfig(epochs=2, batch_size=16)).callback_seconds < 0.05
+
+
+def test_on_step_is_called_after_every_optimizer_step() -> None:
+    calls = []
+    config = trainer.TrainConfig(epochs=2, batch_size=16, grad_accum_steps=2)
+    _fit_blobs(config, on_step=lambda: calls.append(1))
+    assert len(calls) == 2 * (128 // (16 * 2))  # epochs x optimizer steps per epoch, not micro-batches
+
+
+def test_profiled_records_the_active_steps_and_refuses_a_short_run(tmp_path) -> None:
+    with trainer.profiled(tmp_path / "p", wait=1, warmup=1, active=2) as prof:
+        _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=16), on_step=prof.step)
+    assert prof.steps == 128 // 16 and prof.trace.exists() and "Self CPU" in prof.table
+    short = pytest.raises(ValueError, match="profiled 2 optimizer steps, the schedule needs 9")
+    with short, trainer.profiled(tmp_path / "q", wait=1, warmup=1, active=7) as prof:
+        _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=64), on_step=prof.step)
