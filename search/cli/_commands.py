@@ -54,6 +54,9 @@ _settings_options = stack(
 )
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
 @study_options_option
+@option("--narrow", multiple=True, metavar="NAME=LOW:HIGH",
+        help="Search a numeric parameter in a narrower range than the study declares, e.g. lr=1e-4:3e-3 "
+             "(repeatable; `search lr-find --apply` writes it to search.toml).")  # fmt: skip
 @tensorboard_option
 @outage_option
 @location_options
@@ -69,19 +72,24 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
 
     from search.cli._start import StartOptions, run_start
     from search.coordination import set_outage_limit
-    from search.settings import parse_options
+    from search.exceptions import SearchError
+    from search.settings import parse_narrow, parse_options
 
     set_outage_limit(kwargs.pop("db_outage_limit"))
     names = list(_defaults.__dataclass_fields__)
     settings = SearchSettings(**{name: kwargs.pop(name) for name in names})
-    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option"]}
+    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option", "narrow"]}
     given = {name + "s" if name == "study_option" else name for name, source in sources.items()
              if source != ParameterSource.DEFAULT}  # fmt: skip
+    try:
+        narrow = parse_narrow(kwargs.pop("narrow"))
+    except ValueError as exc:
+        raise SearchError(str(exc)) from None
     opts = StartOptions(
         study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
         workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
-        explicit=frozenset(given),
+        narrow=narrow, explicit=frozenset(given),
     )  # fmt: skip
     sys.exit(run_start(opts, kwargs, debug=ctx.obj["debug"]))
 

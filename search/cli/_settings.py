@@ -7,6 +7,7 @@ first, and :func:`config_defaults` turns ``search.toml`` into the command's ``de
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -151,3 +152,36 @@ def resolve_locations(
     board = pick(tensorboard_dir, ENV_TENSORBOARD)
     return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, st.is_sqlite(url),
                      tensorboard_dir=Path(board).expanduser().resolve() if board else None)  # fmt: skip
+
+
+def set_command_default(path: Path, command: str, key: str, value: list[str]) -> None:
+    """Write ``key = value`` as a default of ``search <command>`` into the TOML file at ``path``
+    (created if missing), keeping everything else in it; one line if the file cannot be updated."""
+    text = path.read_text() if path.exists() else ""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SearchError(f"cannot read config file {path}: {exc}") from None
+    header = f"[search.{command}]" if "search" in data or not data else f"[{command}]"
+    line = f"{key} = [{', '.join(json.dumps(v) for v in value)}]"
+    lines = text.splitlines()
+    if header in (s.strip() for s in lines):
+        start = next(i for i, s in enumerate(lines) if s.strip() == header) + 1
+        end = next((i for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+        old = [i for i in range(start, end) if lines[i].split("=")[0].strip() in (key, key.replace("_", "-"))]
+        if old:
+            lines[old[0]] = line
+        else:
+            lines.insert(start, line)
+    else:
+        lines += ["", header, line] if lines else [header, line]
+    new_text = "\n".join(lines) + "\n"
+    try:
+        parsed = tomllib.loads(new_text)
+        table = parsed.get("search", parsed)[command]
+        written = table[key]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+        written = None
+    if written != value:
+        raise SearchError(f"cannot update {path} safely; add `{line}` under {header} yourself")
+    path.write_text(new_text)

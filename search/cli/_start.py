@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ class StartOptions:
     retrain: bool = True
     quiet: bool = False
     gpus: str | None = None
+    narrow: dict[str, list[float]] = field(default_factory=dict)
+    """Numeric parameters to search in a narrower range than the study declares (``--narrow``)."""
     explicit: frozenset[str] | None = None
     """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
     values. None: all of them (a caller in Python means every value it passes)."""
@@ -77,13 +80,13 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
     ref = study_ref(opts.study)
-    study = load_study(ref, opts.study_options)
+    study = load_study(ref, opts.study_options, opts.narrow)
     validate(settings.sampler, settings.pruner, study.search_fidelity.epochs)
     # A bad data file must fail here, in one line, not in every worker after the study exists.
     study.load_data()
     record = StudyRecord(
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
-        settings=settings, options=opts.study_options, space=record_space(study),
+        settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
     return PreparedStudy(study, record, opts.name or study.name)
 
@@ -132,6 +135,10 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
     def asked(name: str) -> bool:
         return given is None or name in given
 
+    if asked("narrow") and opts.narrow != stored.narrow:
+        raise StudyMismatchError(
+            f"--narrow {_options(opts.narrow)} differs from the study's stored ranges {_options(stored.narrow)}{_HINT}"
+        )
     if asked("study_options") and opts.study_options != stored.options:
         raise StudyMismatchError(
             f"--study-option {_options(opts.study_options)} differs from the study's stored options "
@@ -150,11 +157,14 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
         lines.append(f"{flag}: {old} -> {new} (stored with the study; workers started from now on use it)")
     if opts.trials != budget:
         lines.append(f"--trials: budget {budget} -> {opts.trials}")
-    return replace(opts, settings=SearchSettings(**values), study_options=stored.options), lines
+    return replace(opts, settings=SearchSettings(**values), study_options=stored.options, narrow=stored.narrow), lines
 
 
-def _options(options: dict[str, object]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(options.items())) or "(none)"
+def _options(options: Mapping[str, object]) -> str:
+    def show(value: object) -> str:  # a narrowed range [low, high] reads as low:high
+        return ":".join(f"{v:g}" for v in value) if isinstance(value, list) else str(value)
+
+    return ",".join(f"{k}={show(v)}" for k, v in sorted(options.items())) or "(none)"
 
 
 def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:

@@ -27,6 +27,12 @@ from search.cli._options import find_study_options, location_options, option, st
 @option("--end-lr", type=float, default=10.0, help="Last learning rate (the sweep stops earlier if the loss diverges).")
 @option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
         help="Plot to write [./<study>-lr-find.html].")  # fmt: skip
+@option("--apply", is_flag=True,
+        help="Narrow the learning rate of new searches to the range found: writes `narrow` under [search.start] "
+             "in search.toml (or --config); `search start` records it on the study it creates.")  # fmt: skip
+@option("--lr-param", default="lr", help="The study's learning-rate parameter.")
+@option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), envvar="SEARCH_CONFIG",
+        help="TOML file --apply writes to [./search.toml].")  # fmt: skip
 def lr_find(**kwargs: Any) -> None:
     """The learning-rate range test on the study's data and model: a suggested rate and a range to search.
 
@@ -65,6 +71,34 @@ def lr_find(**kwargs: Any) -> None:
     shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
     click.echo(f"  {len(found.lrs)} steps in {seconds:.1f} s, {found.stopped}; with {shown}")
     click.echo(f"  plot: {output}")
+    if kwargs["apply"]:
+        _apply(study, kwargs["lr_param"], found.low, found.high, kwargs["config_file"])
+
+
+def _apply(study: Any, param: str, low: float, high: float, config_file: Path | None) -> None:
+    """Record the range where the next ``search start`` reads its defaults; it stores it on its study."""
+    import os
+
+    from search.cli._settings import set_command_default
+    from search.exceptions import SearchError
+    from search.settings import CONFIG_FILE, ENV_CONFIG, record_space
+    from search.settings._space import check_narrow
+
+    declared = record_space(study).get(param)
+    if declared is None:
+        raise SearchError(f"--apply: the study has no parameter {param!r}; give --lr-param")
+    import json
+
+    dist = json.loads(declared)["attributes"]
+    low, high = max(low, float(dist["low"])), min(high, float(dist["high"]))  # within the study's own range
+    entry = f"{param}={low:.3g}:{high:.3g}"
+    try:
+        check_narrow(study, {param: [float(f"{low:.3g}"), float(f"{high:.3g}")]})
+    except ValueError as exc:
+        raise SearchError(f"--apply: {exc}") from None
+    path = config_file or Path(os.environ.get(ENV_CONFIG, CONFIG_FILE))
+    set_command_default(path, "start", "narrow", [entry])
+    click.echo(f"applied: {path} now narrows new searches to {entry} (`search start` records it on the study)")
 
 
 @cli.command()

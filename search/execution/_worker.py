@@ -57,7 +57,7 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     attrs = optuna_study.user_attrs
     if PARENT_RUN_ATTR not in attrs:
         raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
-    study = load_study(record.study_ref, record.options)
+    study = load_study(record.study_ref, record.options, record.narrow)
     data = study.load_data()
     # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
     # instead of inside the first trial.

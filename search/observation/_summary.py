@@ -22,8 +22,11 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     counts = coordinator.counts()
     verb = "created" if created else f"resumed ({counts.finished_logical} trials already finished)"
     print(f"study {coordinator.study_name!r} {verb}; budget {coordinator.budget()} trials", flush=True)
-    settings = coordinator.read_record().settings
+    record = coordinator.read_record()
+    settings = record.settings
     print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
+    for name, (low, high) in record.narrow.items():
+        print(f"  narrowed: {name} searched in {low:g} .. {high:g}", flush=True)
     print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)
     print(f"  mlflow tracking: {storage.mask(loc.tracking_uri)}", flush=True)
     print(f"  worker logs: {loc.project_dir / 'logs'}", flush=True)

@@ -23,7 +23,7 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord
-from search.settings._space import middle_params, record_space, space_differences
+from search.settings._space import middle_params, parse_narrow, record_space, space_differences
 
 __all__ = [
     "CONFIG_FILE",
@@ -49,6 +49,7 @@ __all__ = [
     "parse_options",
     "parse_spec",
     "middle_params",
+    "parse_narrow",
     "record_space",
     "space_differences",
     "study_ref",

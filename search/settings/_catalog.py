@@ -16,13 +16,23 @@ def study_ref(value: str) -> str:
     return str(Path(value).expanduser().resolve()) if value.endswith(".py") else value
 
 
-def load_study(ref: str, options: dict[str, Any] | None = None) -> Study:
+def load_study(ref: str, options: dict[str, Any] | None = None, narrow: dict[str, list[float]] | None = None) -> Study:
+    """The study ``ref`` names, made with ``options``; its ``suggest`` narrowed to ``narrow``'s ranges."""
     import studies
 
     try:
-        return studies.get_study(ref, **(options or {}))
+        study = studies.get_study(ref, **(options or {}))
     except studies.StudyError as exc:
         raise SearchError(str(exc)) from None
+    if not narrow:
+        return study
+    from search.settings._space import NarrowedStudy, check_narrow
+
+    try:
+        check_narrow(study, narrow)
+    except ValueError as exc:
+        raise SearchError(str(exc)) from None
+    return NarrowedStudy(study, narrow)  # type: ignore[return-value]
 
 
 def parse_options(items: tuple[str, ...] | list[str]) -> dict[str, Any]:

@@ -43,7 +43,9 @@ class StudyRecord:
     options: dict[str, Any] = field(default_factory=dict)
     """The study's ``make_study`` options (``--study-option``)."""
     space: dict[str, str] = field(default_factory=dict)
-    """The search space, as Optuna distribution JSON per parameter."""
+    """The search space, as Optuna distribution JSON per parameter (narrowed, when ``narrow`` is set)."""
+    narrow: dict[str, list[float]] = field(default_factory=dict)
+    """Numeric parameters searched in a narrower range than the study declares (``--narrow``)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

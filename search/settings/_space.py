@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -94,3 +95,73 @@ def middle_params(study: Any, overrides: dict[str, Any] | None = None) -> dict[s
             value = low + round((value - low) / step) * step
         values[name] = value if isinstance(dist, FloatDistribution) else int(round(value))
     return values
+
+
+class NarrowedTrial:
+    """A trial whose numeric parameters in ``ranges`` are drawn from the intersection of the study's
+    range and the narrowed one (``--narrow lr=1e-4:3e-3``); everything else goes to ``trial``."""
+
+    def __init__(self, trial: Any, ranges: Mapping[str, Sequence[float]]) -> None:
+        self._trial, self._ranges = trial, ranges
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trial, name)
+
+    def _bounds(self, name: str, low: float, high: float) -> tuple[float, float]:
+        if name not in self._ranges:
+            return low, high
+        lo, hi = self._ranges[name]
+        new_low, new_high = max(low, lo), min(high, hi)
+        if new_low > new_high:
+            raise ValueError(f"--narrow {name}={lo:g}:{hi:g} is outside the study's range {low:g}:{high:g}")
+        return new_low, new_high
+
+    def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
+                      log: bool = False) -> float:  # fmt: skip
+        low, high = self._bounds(name, low, high)
+        return float(self._trial.suggest_float(name, low, high, step=step, log=log))
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
+        new_low, new_high = self._bounds(name, low, high)
+        return int(self._trial.suggest_int(name, int(math.ceil(new_low)), int(new_high), step=step, log=log))
+
+
+class NarrowedStudy:
+    """A study whose ``suggest`` sees a :class:`NarrowedTrial`; every other attribute is the study's."""
+
+    def __init__(self, study: Any, ranges: Mapping[str, Sequence[float]]) -> None:
+        self._study, self.narrow = study, ranges
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def suggest(self, trial: Any) -> Any:
+        return self._study.suggest(NarrowedTrial(trial, self.narrow))
+
+
+def parse_narrow(items: Sequence[str]) -> dict[str, list[float]]:
+    """``NAME=LOW:HIGH`` items as ``{name: [low, high]}``."""
+    ranges: dict[str, list[float]] = {}
+    for item in items:
+        name, _, bounds = item.partition("=")
+        low, _, high = bounds.partition(":")
+        try:
+            values = [float(low), float(high)]
+        except ValueError:
+            raise ValueError(f"--narrow {item!r}: expected NAME=LOW:HIGH, e.g. lr=1e-4:3e-3") from None
+        if not name or values[0] > values[1]:
+            raise ValueError(f"--narrow {item!r}: expected NAME=LOW:HIGH with LOW <= HIGH")
+        ranges[name.strip()] = values
+    return ranges
+
+
+def check_narrow(study: Any, ranges: dict[str, list[float]]) -> None:
+    """Every narrowed name is a numeric parameter of the study, and each range meets the study's."""
+    from optuna.distributions import CategoricalDistribution, json_to_distribution
+
+    space = {name: json_to_distribution(text) for name, text in record_space(study).items()}
+    for name in ranges:
+        if name not in space or isinstance(space[name], CategoricalDistribution):
+            numeric = ", ".join(n for n, d in space.items() if not isinstance(d, CategoricalDistribution))
+            raise ValueError(f"--narrow: no numeric parameter {name!r} in the study's space ({numeric})")
+    record_space(NarrowedStudy(study, ranges))  # raises for a range outside the study's

@@ -36,7 +36,7 @@ def profile_trial(coordinator: Coordinator, tracker: Tracker, trial: FrozenTrial
     import trainer
 
     record = coordinator.read_record()
-    study = load_study(record.study_ref, record.options)
+    study = load_study(record.study_ref, record.options, record.narrow)
     params = study.suggest(optuna.trial.FixedTrial(trial.params, number=trial.number))
     data = study.load_data()
     model = study.build_model(params, data)

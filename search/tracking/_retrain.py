@@ -74,7 +74,7 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
 
     best = pick_trial(coordinator, trial_number)
     record = coordinator.read_record()
-    study = load_study(record.study_ref, record.options)
+    study = load_study(record.study_ref, record.options, record.narrow)
     params = study.suggest(optuna.trial.FixedTrial(best.params, number=best.number))
     data = study.load_data()
     model = study.build_model(params, data)
