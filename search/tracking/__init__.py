@@ -3,11 +3,13 @@
 from search.tracking._parent import open_parent_run, record_on_parent
 from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
 from search.tracking._profile import ProfileResult, profile_trial
+from search.tracking._registry import Champion, count_study_runs, delete_study_runs, read_champion
 from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
 from search.tracking._tracker import ROLE_TAG, STATE_TAG, RunLogger, Tracker
 
 __all__ = [
     "CHAMPION",
+    "Champion",
     "FORMATS",
     "ExportCheck",
     "ProfileResult",
@@ -16,12 +18,15 @@ __all__ = [
     "RetrainResult",
     "RunLogger",
     "Tracker",
+    "count_study_runs",
+    "delete_study_runs",
     "download_portable",
     "export_model",
     "log_portable",
     "open_parent_run",
     "pick_trial",
     "profile_trial",
+    "read_champion",
     "record_on_parent",
     "retrain_and_register",
 ]

@@ -1,0 +1,150 @@
+"""A study's data on the command line: ``search trials``, ``search best`` and ``search delete``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from typing import Any
+
+import click
+
+from search.cli._group import cli
+from search.cli._options import find_study_options, location_options, option
+
+_STATES = ("complete", "pruned", "fail", "running", "waiting")
+
+
+@cli.command()
+@find_study_options
+@option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per trial.")
+@option("--csv", "as_csv", is_flag=True, help="Print CSV, one line per trial, a params.<name> column per parameter.")
+@option("--state", "states", multiple=True, type=click.Choice(_STATES, case_sensitive=False),
+        help="Only trials in this state (repeatable).")  # fmt: skip
+@location_options
+def trials(**kwargs: Any) -> None:
+    """Every trial of a study: number, state, value, params, epochs, duration, worker, host, retry of,
+    fail reason and MLflow run id."""
+    from search.cli._open import open_existing
+    from search.exceptions import SearchError
+    from search.observation import rows_to_csv, rows_to_json, trial_rows
+
+    as_json, as_csv, states = kwargs.pop("as_json"), kwargs.pop("as_csv"), kwargs.pop("states")
+    if as_json and as_csv:
+        raise SearchError("give --json or --csv, not both")
+    rows = trial_rows(open_existing(kwargs), tuple(s.upper() for s in states) or None)
+    if as_json:
+        click.echo(rows_to_json(rows))
+    elif as_csv:
+        click.echo(rows_to_csv(rows), nl=False)
+    else:
+        click.echo("\n".join(_table(rows)))
+
+
+def _table(rows: list[Any]) -> list[str]:
+    from search.observation import duration
+
+    header = ("#", "state", "value", "epochs", "time", "worker", "retry of", "params / reason")
+    lines = [header]
+    for r in rows:
+        params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
+        detail = params if r.state != "FAIL" else f"{(r.fail_reason or '').splitlines()[0][:80]}"
+        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", str(r.epochs),
+                      "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
+                      "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
+            for line in lines]  # fmt: skip
+
+
+@cli.command()
+@find_study_options
+@option("--json", "as_json", is_flag=True, help="Print JSON.")
+@location_options
+def best(**kwargs: Any) -> None:
+    """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics."""
+    from search.cli._open import open_existing_with_locations
+    from search.exceptions import SearchError
+    from search.observation import trial_rows
+    from search.tracking import Tracker, read_champion
+
+    as_json = kwargs.pop("as_json")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    record = coordinator.read_record()
+    complete = [r for r in trial_rows(coordinator, ("COMPLETE",)) if r.value is not None]
+    if not complete:
+        raise SearchError(f"study {coordinator.study_name!r} has no complete trial yet")
+    pick = min if record.direction == "minimize" else max
+    top = pick(complete, key=lambda r: float(r.value))  # type: ignore[arg-type]
+    champion = read_champion(Tracker(loc.tracking()), coordinator.study_name)
+    result = {
+        "study": coordinator.study_name, "metric": record.metric, "direction": record.direction,
+        "trial": top.number, "value": top.value, "params": top.params, "epochs": top.epochs,
+        "mlflow_run_id": top.mlflow_run_id,
+        "champion": None if champion is None else {
+            "model": champion.model_name, "version": champion.version, "source_trial": champion.source_trial,
+            "test_metrics": champion.test_metrics, "exports": champion.exports, "run_id": champion.run_id,
+            "uri": f"models:/{champion.model_name}@champion",
+        },
+    }  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"best trial {top.number} of {coordinator.study_name!r}: {record.metric} {top.value:.5g} "
+               f"({top.epochs} epochs, MLflow run {top.mlflow_run_id})")  # fmt: skip
+    for key, value in top.params.items():
+        click.echo(f"  {key} = {value}")
+    if champion is None:
+        click.echo("champion: none registered yet (`search retrain`)")
+        return
+    metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion.test_metrics.items()))
+    click.echo(f"champion: {champion.model_name} version {champion.version} (retrained trial "
+               f"{champion.source_trial}): {metrics or 'no test metrics'}")  # fmt: skip
+
+
+@cli.command()
+@find_study_options
+@option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@option("--force", is_flag=True, help="Delete even while trials are running (their workers will fail).")
+@location_options
+def delete(**kwargs: Any) -> None:
+    """Remove a study: its Optuna study, its MLflow runs and its checkpoints.
+
+    Registered model versions are kept (a deployed champion is not this command's to remove).
+    """
+    from search.cli._open import open_existing_with_locations
+    from search.coordination import EXPERIMENT_ATTR
+    from search.exceptions import SearchError
+    from search.tracking import Tracker, count_study_runs, delete_study_runs
+
+    yes, force = kwargs.pop("yes"), kwargs.pop("force")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    name = coordinator.study_name
+    counts = coordinator.counts()
+    running = counts.state("RUNNING") + counts.state("WAITING")
+    if running and not force:
+        raise SearchError(f"study {name!r} has {running} running or waiting trials; stop its workers or give --force")
+    experiment_id = coordinator.load().user_attrs.get(EXPERIMENT_ATTR)
+    tracker = Tracker(loc.tracking())
+    runs = count_study_runs(tracker, str(experiment_id)) if experiment_id else 0
+    checkpoints = loc.checkpoint_root / name
+    what = (f"study {name!r}: {counts.total} trials in the Optuna storage, {runs} MLflow runs"
+            + (f", checkpoints in {checkpoints}" if checkpoints.exists() else ""))  # fmt: skip
+    if not yes and not _confirm(f"delete {what}?"):
+        click.echo("nothing deleted")
+        sys.exit(1)
+    if experiment_id:
+        delete_study_runs(tracker, str(experiment_id))
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    coordinator.delete()
+    click.echo(f"deleted {what}")
+    click.echo(f"registered model {name!r} and its versions are kept (delete them in MLflow if you want)")
+
+
+def _confirm(question: str) -> bool:
+    """Ask; no input at all (a closed stdin, Ctrl-D) is a no."""
+    try:
+        return click.confirm(question, default=False)
+    except click.Abort:
+        click.echo()
+        return False
