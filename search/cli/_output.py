@@ -59,6 +59,17 @@ def _print_next_steps(coordinator: Coordinator, loc: Locations) -> None:
         print(f"  search {command} --name {coordinator.study_name} {flags}".rstrip())
 
 
+def watch_hints(coordinator: Coordinator, loc: Locations) -> tuple[str, ...]:
+    """Where to look while a search runs: the dashboard, and the MLflow UI (or its server's page)."""
+    import storage
+
+    flags = " ".join([f"--name {coordinator.study_name}", *where_flags(loc)])
+    mlflow = f"search mlflow {flags}"
+    if storage.TrackingLocation(loc.tracking_uri, loc.artifact_location).is_server:
+        mlflow = f"MLflow: {storage.mask(loc.tracking_uri.rstrip('/'))}"
+    return (f"dashboard: search dashboard {flags}", mlflow if mlflow.startswith("MLflow") else f"MLflow UI: {mlflow}")
+
+
 def where_flags(loc: Locations) -> list[str]:
     """The location flags a later command in this directory and shell needs to find the study again."""
     import storage

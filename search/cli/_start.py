@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage
 from search.cli._open import check_reachable, locations
-from search.cli._output import final_summary
+from search.cli._output import final_summary, watch_hints
 from search.coordination import Coordinator
 from search.exceptions import SearchError, StudyMismatchError
 from search.execution import (
@@ -176,12 +176,12 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     storage.ensure_project_dir(loc.project_dir)
     coordinator, created = create_or_resume(loc, prepared, opts.trials)
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
-    for line in changes:
-        print(f"  changed {line}", flush=True)
+    for line in changes:  # never silent; with --quiet a warning on stderr
+        (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers
-    follower = make_follower(coordinator, opts.quiet)
+    follower = make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:

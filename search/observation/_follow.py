@@ -7,7 +7,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from search.observation._progress import snapshot
+from search.observation._progress import duration, snapshot
+from search.observation._trials import TrialRow, trial_rows
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -22,37 +23,69 @@ class Follower(Protocol):
 
 
 class PlainFollower:
-    """Prints a line whenever the counts change (for logs and non-terminal output)."""
+    """For logs and non-terminal output: one line per trial that finishes, then where the study stands.
+
+    Nothing is printed for a poll that saw no trial finish; trials that had finished before the
+    follower started (a resumed study) are summed up in the first line, not listed.
+    """
 
     def __init__(self, coordinator: Coordinator, quiet: bool = False) -> None:
         self.coordinator = coordinator
         self.quiet = quiet
         self.started = time.time()
-        self.last = ""
+        self.seen: set[int] | None = None
+        self.problem = False
 
     def __call__(self) -> None:
         if self.quiet:
             return
         try:
-            line = snapshot(self.coordinator, self.started).line()
+            rows = trial_rows(self.coordinator)
+            finished = [r for r in rows if r.state in FINISHED]
+            fresh = [] if self.seen is None else [r for r in finished if r.number not in self.seen]
+            first = self.seen is None
+            self.seen = {r.number for r in finished}
+            lines = [finished_line(r) for r in fresh]
+            if first or fresh:
+                lines.append(snapshot(self.coordinator, self.started).line())
         except Exception as exc:  # a database blip must not stop following
-            line = f"(cannot read study: {type(exc).__name__})"
-        key = line.split(", best")[0]
-        if key != self.last:
-            print(line, flush=True)
-            self.last = key
+            if not self.problem:
+                print(f"(cannot read the study right now: {type(exc).__name__}; retrying)", flush=True)
+            self.problem = True
+            return
+        self.problem = False
+        if lines:
+            print("\n".join(lines), flush=True)
 
     def close(self) -> None:
         pass
 
 
-def make_follower(coordinator: Coordinator, quiet: bool) -> Follower:
-    """The live view on a terminal, plain lines otherwise, nothing at all when ``quiet``."""
+FINISHED = ("COMPLETE", "PRUNED", "FAIL")
+
+
+def finished_line(row: TrialRow) -> str:
+    """``trial 7 COMPLETE 0.1234 after 15 epochs in 42s on host:123:0``, with the reason of a failure."""
+    took = "" if row.duration_seconds is None else f" in {duration(row.duration_seconds)}"
+    where = f" on {row.worker}" if row.worker else ""
+    if row.state == "COMPLETE":
+        outcome = f"COMPLETE {row.value:.5g}" if row.value is not None else "COMPLETE"
+    elif row.state == "PRUNED":
+        outcome = f"PRUNED at epoch {row.epochs}"
+    else:
+        reason = (row.fail_reason or "no reason recorded").strip().splitlines() or [""]
+        return f"trial {row.number} FAIL after {row.epochs} epochs{took}{where}: {reason[0][:160]}"
+    return f"trial {row.number} {outcome} after {row.epochs} epochs{took}{where}"
+
+
+def make_follower(coordinator: Coordinator, quiet: bool, hints: tuple[str, ...] = ()) -> Follower:
+    """The live view on a terminal (with ``hints`` on where to look further), plain lines otherwise,
+    nothing at all when ``quiet``."""
     if quiet or not _is_terminal():
         return PlainFollower(coordinator, quiet)
     from search.observation._live import LiveFollower
 
-    return LiveFollower(coordinator)
+    return LiveFollower(coordinator, hints=hints)
 
 
 def _is_terminal() -> bool:

@@ -21,18 +21,26 @@ MAX_ROWS = 16
 """Running trials listed one per row; a search on many GPUs shows the first ones and a count."""
 
 
-def render(snap: Snapshot, elapsed: float, problem: str = "") -> RenderableType:
-    """The whole view: progress bar, counts, best value and rate, running trials."""
+def render(snap: Snapshot, elapsed: float, problem: str = "", hints: tuple[str, ...] = ()) -> RenderableType:
+    """The whole view: progress bar, counts, best value and params, rate, running trials, recent
+    failures with their reasons, and where to look further (``hints``)."""
     bar = Table.grid(expand=True, padding=(0, 1))
     bar.add_column(ratio=1)
     bar.add_column(justify="right", no_wrap=True)
     bar.add_row(ProgressBar(total=max(1, snap.budget), completed=snap.finished),
                 Text(f"{snap.finished}/{snap.budget} finished", style="bold"))  # fmt: skip
     parts: list[RenderableType] = [bar, _counts(snap), _pace(snap, elapsed)]
+    if snap.best_params:
+        shown = "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in snap.best_params.items())
+        parts.append(Text.assemble(("best params ", "dim"), shown))
     if snap.running_trials:
         parts.append(_running_table(snap))
+    for number, reason in snap.recent_failures:
+        parts.append(Text.assemble((f"trial {number} failed: ", "red"), reason[:200]))
     if problem:
         parts.append(Text(problem, style="yellow"))
+    if hints:
+        parts.append(Text("  ·  ".join(hints), style="dim"))
     title = Text.assemble((snap.study, "bold"), f" · {snap.direction} {snap.metric}")
     return Panel(Group(*parts), title=title, title_align="left", border_style="blue")
 
@@ -80,8 +88,9 @@ def _running_table(snap: Snapshot) -> Table:
 class LiveFollower:
     """Redraws the view in place each time it is called; the last view stays on screen when closed."""
 
-    def __init__(self, coordinator: Coordinator, console: Console | None = None) -> None:
+    def __init__(self, coordinator: Coordinator, console: Console | None = None, hints: tuple[str, ...] = ()) -> None:
         self.coordinator = coordinator
+        self.hints = hints
         self.started = time.time()
         self.last: Snapshot | None = None
         self.live = Live(console=console, auto_refresh=False, redirect_stdout=True, redirect_stderr=True)
@@ -98,7 +107,7 @@ class LiveFollower:
         if not self.live_started:
             self.live.start()
             self.live_started = True
-        self.live.update(render(self.last, time.time() - self.started, problem), refresh=True)
+        self.live.update(render(self.last, time.time() - self.started, problem, self.hints), refresh=True)
 
     def close(self) -> None:
         if self.live_started:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -50,6 +50,9 @@ class Snapshot:
     trials_per_minute: float
     eta_seconds: float | None
     running_trials: list[RunningTrial]
+    best_params: dict[str, Any] = field(default_factory=dict)
+    recent_failures: list[tuple[int, str]] = field(default_factory=list)
+    """The last few failed trials, newest last: number and the first line of the reason."""
 
     def line(self) -> str:
         best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
@@ -113,8 +116,21 @@ def snapshot(coordinator: Coordinator, since: float | None = None) -> Snapshot:
         pruned=counts.state("PRUNED"), failed=finished - counts.state("COMPLETE") - counts.state("PRUNED"),
         retried=counts.retries, best_value=None if best is None else best.value,
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
-        running_trials=running,
+        running_trials=running, best_params={} if best is None else dict(best.params),
+        recent_failures=_recent_failures(trials),
     )  # fmt: skip
+
+
+RECENT_FAILURES = 3
+
+
+def _recent_failures(trials: list[FrozenTrial]) -> list[tuple[int, str]]:
+    from optuna.trial import TrialState
+
+    failed = [t for t in trials if t.state == TrialState.FAIL and t.datetime_complete is not None]
+    failed.sort(key=lambda t: t.datetime_complete)  # type: ignore[arg-type, return-value]
+    return [(t.number, (str(t.user_attrs.get("fail_reason") or "no reason recorded").strip().splitlines() or [""])[0])
+            for t in failed[-RECENT_FAILURES:]]  # fmt: skip
 
 
 def _best(trials: list[FrozenTrial], direction: str) -> FrozenTrial | None:

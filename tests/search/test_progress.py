@@ -179,3 +179,52 @@ def test_start_quiet_prints_only_the_summary(spent_study, search_main, tmp_path,
     code, out, err = search_main(_start_args(spent_study, quiet=True))
     assert code == 0, err
     assert out.lstrip().startswith("study 'demo': 6/6 trials finished"), out
+
+
+def test_plain_follower_prints_one_line_per_finished_trial_and_nothing_per_idle_poll(sqlite_demo, capsys):
+    from optuna.trial import TrialState
+
+    coordinator = Coordinator(sqlite_demo.url, sqlite_demo.name)
+    plain = PlainFollower(coordinator)
+    plain()  # the trials finished before it started are summed up, not listed
+    assert capsys.readouterr().out.splitlines() == [snapshot(coordinator, plain.started).line()]
+    plain()
+    assert capsys.readouterr().out == ""
+    study_id = coordinator.storage.get_study_id_from_name(sqlite_demo.name)
+    running = next(t for t in coordinator.storage.get_all_trials(study_id) if t.state == TrialState.RUNNING)
+    coordinator.storage.set_trial_state_values(running._trial_id, TrialState.COMPLETE, [0.35])
+    plain()
+    plain()
+    first, progress = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"trial 6 COMPLETE 0\.35 after 3 epochs in \S+ on nodeB:22:0", first), first
+    assert progress.startswith("demo: 7/8 finished, 0 running, 4 complete, 2 pruned, 1 failed, best 0.35 (trial 6)")
+
+
+def test_finished_lines_say_how_each_trial_ended():
+    from search.observation._follow import finished_line
+    from search.observation._trials import TrialRow
+
+    def row(state, **kw):
+        base = {"number": 4, "state": state, "value": None, "params": {}, "epochs": 2, "duration_seconds": 75.0,
+                "worker": "gpu1:9:0", "host": "gpu1", "retry_of": None, "logical": 4, "fail_reason": None,
+                "mlflow_run_id": None}  # fmt: skip
+        return TrialRow(**{**base, **kw})
+
+    assert finished_line(row("PRUNED")) == "trial 4 PRUNED at epoch 2 after 2 epochs in 1m15s on gpu1:9:0"
+    assert finished_line(row("FAIL", fail_reason="CUDA out of memory\ntraceback...")) == \
+        "trial 4 FAIL after 2 epochs in 1m15s on gpu1:9:0: CUDA out of memory"  # fmt: skip
+
+
+def test_live_view_shows_best_params_recent_failures_and_where_to_look(sqlite_demo):
+    from rich.console import Console
+
+    from search.observation._live import render
+
+    snap = snapshot(Coordinator(sqlite_demo.url, sqlite_demo.name))
+    assert snap.best_params == {"lr": 0.001, "width": 192} and snap.recent_failures == [(3, "diverged at epoch 1")]
+    console = Console(width=140, record=True, file=io.StringIO())
+    console.print(render(snap, elapsed=5, hints=("dashboard: search dashboard --name demo", "MLflow UI: x")))
+    text = console.export_text()
+    for fragment in ("best params lr=0.001  width=192", "trial 3 failed: diverged at epoch 1",
+                     "dashboard: search dashboard --name demo"):  # fmt: skip
+        assert fragment in text, (fragment, text)
