@@ -48,8 +48,10 @@ def dashboard(ctx: click.Context, **kwargs: Any) -> None:
 def report(**kwargs: Any) -> None:
     """Write one self-contained HTML page about a study and attach it to its MLflow parent run.
 
-    It shows the optimization history, learning curves (pruned trials cut short), parallel
-    coordinates, parameter importances, the epochs pruning saved, and which worker ran which trial.
+    It shows the champion (version, test metrics, exports), the optimization history, learning
+    curves (pruned trials cut short), parallel coordinates, parameter importances, slice plots of
+    the most important parameters, the epochs and training time pruning saved, failure reasons
+    with counts, which worker ran which trial, and a sortable table of every trial.
     """
     from search.cli._open import open_existing_with_locations
     from search.observation import REPORT_ARTIFACT, write_report

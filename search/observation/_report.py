@@ -9,11 +9,11 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
+from search.observation._report_tables import STATE_COLORS, Section, champion_section, worker_timeline
 
 if TYPE_CHECKING:
     import optuna
@@ -27,18 +27,7 @@ if TYPE_CHECKING:
 REPORT_ARTIFACT = "study_report.html"
 MIN_TRIALS_FOR_IMPORTANCE = 3
 """Fewer complete trials than this give importances that are noise; the page says so instead."""
-STATE_COLORS = {"COMPLETE": "#1f77b4", "PRUNED": "#ff7f0e", "FAIL": "#d62728", "RUNNING": "#7f7f7f"}
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-@dataclass(frozen=True)
-class Section:
-    """One part of the page: a title, a sentence on how to read it, and a figure (or only the note)."""
-
-    key: str
-    title: str
-    note: str
-    figure: Figure | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +56,7 @@ class ReportResult:
 
 def write_report(coordinator: Coordinator, loc: Locations, output: Path, attach: bool = True) -> ReportResult:
     """Write the page to ``output`` and, unless told not to, attach it to the study's MLflow parent run."""
-    sections = build_sections(coordinator)
+    sections = build_sections(coordinator, loc)
     page = render_page(coordinator, sections)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(page, encoding="utf-8")
@@ -75,14 +64,24 @@ def write_report(coordinator: Coordinator, loc: Locations, output: Path, attach:
     return ReportResult(output, sections, run_id)
 
 
-def build_sections(coordinator: Coordinator) -> list[Section]:
+def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> list[Section]:
+    """Every section of the page; with ``loc``, also the champion read from MLflow and links to runs."""
     import optuna.visualization as vis
+
+    from search.coordination import EXPERIMENT_ATTR
+    from search.observation import _report_tables as tables
+    from search.observation._trials import trial_row
 
     record = coordinator.read_record()
     study = coordinator.load(record)
     trials = study.get_trials(deepcopy=False)
+    rows = [trial_row(t) for t in trials]
     metric = record.metric
+    complete = sum(1 for r in rows if r.state == "COMPLETE")
+    link = tables.mlflow_run_link(loc, study.user_attrs.get(EXPERIMENT_ATTR))
+    head = [] if loc is None else [champion_section(coordinator, loc, study)]
     return [
+        *head,
         Section("history", "Optimization history",
                 f"Each dot is a finished trial's {metric}; the line is the best value so far.",
                 vis.plot_optimization_history(study, target_name=metric)),
@@ -94,10 +93,14 @@ def build_sections(coordinator: Coordinator) -> list[Section]:
                 f"One line per complete trial through its parameters, coloured by {metric}.",
                 vis.plot_parallel_coordinate(study, target_name=metric)),
         importance_section(study, metric),
-        savings_section(trials, record.search_epochs),
+        tables.slice_section(study, metric, complete),
+        savings_section(trials, record.search_epochs, tables.seconds_saved(rows, record.search_epochs)),
+        Section("failures", "Why trials failed", tables.failures_note(rows), html=tables.failures_table(rows)),
         Section("timeline", "Trials per worker",
                 "When each worker ran which trial (the number on the bar), coloured by how the trial ended.",
                 worker_timeline(trials)),
+        Section("trials", "Every trial", "Click a column's header to sort by it.",
+                html=tables.trials_table(rows, link)),
     ]  # fmt: skip
 
 
@@ -158,7 +161,9 @@ def _epochs_run(trial: FrozenTrial) -> int:
     return int(trial.user_attrs.get("epochs_run", trial.last_step or 0))
 
 
-def savings_section(trials: list[FrozenTrial], search_epochs: int) -> Section:
+def savings_section(
+    trials: list[FrozenTrial], search_epochs: int, seconds: tuple[float, float] = (0.0, 0.0)
+) -> Section:
     import plotly.graph_objects as go
 
     savings = pruning_savings(trials, search_epochs)
@@ -175,30 +180,14 @@ def savings_section(trials: list[FrozenTrial], search_epochs: int) -> Section:
     note = (f"The search ran {savings.epochs_run} of the {savings.epochs_unpruned} epochs its "
             f"{savings.trials} complete and pruned trials would have run unpruned: pruning saved "
             f"{savings.saved} epochs ({100 * savings.fraction:.0f}%). Failed trials are left out.")  # fmt: skip
+    saved, spent = seconds
+    if saved > 0:
+        from search.observation._progress import duration
+
+        note += (f" In training time that is about {duration(saved)} saved, {100 * saved / (saved + spent):.0f}% of "
+                 f"the {duration(saved + spent)} the trials would have trained (estimated from each pruned trial's "
+                 "own seconds per epoch).")  # fmt: skip
     return Section("savings", "Compute saved by pruning", note, fig)
-
-
-def worker_timeline(trials: list[FrozenTrial]) -> Figure:
-    import plotly.graph_objects as go
-
-    now = datetime.now()
-    fig = go.Figure()
-    for state in STATE_COLORS:
-        rows = [t for t in trials if t.state.name == state and t.datetime_start is not None]
-        if not rows:
-            continue
-        ends = [t.datetime_complete or now for t in rows]
-        fig.add_trace(go.Bar(
-            base=[t.datetime_start.isoformat() for t in rows],  # type: ignore[union-attr]
-            x=[1000 * (e - t.datetime_start).total_seconds() for t, e in zip(rows, ends, strict=True)],  # type: ignore[operator]
-            y=[str(t.user_attrs.get("worker", "unknown")) for t in rows], orientation="h", name=state.lower(),
-            marker_color=STATE_COLORS[state], text=[str(t.number) for t in rows], textposition="inside",
-            insidetextanchor="middle",
-            hovertemplate="trial %{text}<br>%{y}<extra>" + state.lower() + "</extra>",
-        ))  # fmt: skip
-    fig.update_layout(barmode="overlay", xaxis={"type": "date", "title": "time"}, yaxis_title="worker",
-                      template="plotly_white")  # fmt: skip
-    return fig
 
 
 def render_page(coordinator: Coordinator, sections: list[Section]) -> str:
@@ -222,7 +211,7 @@ def _render_section(section: Section, first: bool) -> str:
     head = (f'<section id="{section.key}" data-{"figure" if section.figure else "note"}="{section.key}">'
             f"<h2>{html.escape(section.title)}</h2><p class=\"note\">{html.escape(section.note)}</p>")  # fmt: skip
     if section.figure is None:
-        return head + "</section>"
+        return head + section.html + "</section>"
     section.figure.update_layout(template="plotly_white", title_text="", margin={"t": 40})
     plot = section.figure.to_html(full_html=False, include_plotlyjs=first, div_id=f"plot-{section.key}",
                                   config=_PLOT_CONFIG, default_height="460px")  # fmt: skip
@@ -289,4 +278,11 @@ table.summary th { text-align: left; padding: .15rem 1.2rem .15rem 0; color: #55
                    white-space: pre; }
 table.summary td { padding: .15rem 0; font-variant-numeric: tabular-nums; }
 section { border-top: 1px solid #e5e5e5; }
+table.trials, table.failures { border-collapse: collapse; font-size: .85rem; width: 100%; }
+table.trials th, table.trials td, table.failures th, table.failures td { padding: .2rem .5rem; text-align: left;
+  border-bottom: 1px solid #eee; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.trials th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
+table.trials th[data-order="asc"]::after { content: " ▲"; } table.trials th[data-order="desc"]::after { content: " ▼"; }
+table.trials tr.pruned td { color: #a65d00; } table.trials tr.fail td { color: #b00020; }
+section#trials { overflow-x: auto; }
 """

@@ -11,7 +11,7 @@ from search.coordination import Coordinator
 from search.observation._report import REPORT_ARTIFACT, PruningSavings, build_sections, pruning_savings, render_page
 
 FAKE_PASSWORD = "hunter2-secret"
-SECTIONS = ["history", "curves", "parallel", "importance", "savings", "timeline"]
+SECTIONS = ["history", "curves", "parallel", "importance", "slices", "savings", "timeline"]
 
 
 def _sections(demo) -> dict:
@@ -77,7 +77,8 @@ def test_too_few_trials_give_notes_not_errors(make_demo, tmp_path):
     assert "Not enough complete trials" in sections["importance"].note and "1 complete" in sections["importance"].note
     empty = make_demo(storage.sqlite_url(project / "optuna.db"), project, name="empty", trials=0, running=False)
     page = render_page(Coordinator(empty.url, "empty"), build_sections(Coordinator(empty.url, "empty")))
-    assert re.findall(r'data-(?:figure|note)="(\w+)"', page) == SECTIONS
+    assert re.findall(r'data-(?:figure|note)="(\w+)"', page) == [*SECTIONS[:-1], "failures", "timeline", "trials"]
+    assert "No complete trial yet." in page and "No failed trials." in page
 
 
 def test_attaching_needs_a_parent_run_unless_told_not_to(sqlite_demo, tmp_path, monkeypatch, search_main):
@@ -87,3 +88,18 @@ def test_attaching_needs_a_parent_run_unless_told_not_to(sqlite_demo, tmp_path, 
     code, out, _ = search_main(["report", *sqlite_demo.flags(), "--no-mlflow"])
     assert code == 0 and out.startswith("wrote demo-report.html") and "attached" not in out
     assert (tmp_path / "demo-report.html").stat().st_size > 1_000_000  # plotly.js is in it
+
+
+def test_report_sums_up_failures_and_the_time_pruning_saved(sqlite_demo):
+    from search.observation._report_tables import seconds_saved
+    from search.observation._trials import trial_rows
+
+    sections = _sections(sqlite_demo)
+    assert sections["failures"].note == "1 × diverged at epoch 1"
+    assert "<td>1</td><td>diverged at epoch 1</td>" in sections["failures"].html
+    table = sections["trials"].html
+    assert table.count("<tr class=") == 7 and 'data-col="0"' in table  # every trial, sortable headers
+    rows = trial_rows(Coordinator(sqlite_demo.url, sqlite_demo.name))
+    rows = [r if r.state != "PRUNED" else type(r)(**{**r.__dict__, "fit_seconds": 6.0}) for r in rows]
+    saved, spent = seconds_saved(rows, search_epochs=4)
+    assert saved == 6.0 / 2 * 2 + 6.0 / 1 * 3  # each pruned trial's own seconds per epoch x the epochs it skipped

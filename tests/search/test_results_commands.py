@@ -89,6 +89,14 @@ def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
     assert f"best trial {top.number}" in text and "champion: resmlp version 1" in text
 
 
+def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
+    cli("report", "--study", "resmlp", "-o", "r.html", "--no-mlflow", cwd=retrained, check=True)
+    page = (retrained / "r.html").read_text()
+    assert "Registered model resmlp version 1 (retrained trial" in page and "test_accuracy" in page
+    assert "Exports: onnx ok, torchscript ok." in page
+    assert page.count('<tr class="complete">') + page.count('<tr class="pruned">') == 2
+
+
 def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli):
     from mlflow import MlflowClient
 
