@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from search.cli import _commands, _data, _tools, _views  # noqa: F401  (registers the subcommands)
+from search.cli import _commands, _data, _slurm, _tools, _views  # noqa: F401  (registers the subcommands)
 from search.cli._group import cli
 
 EXIT_USAGE = 2

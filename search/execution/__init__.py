@@ -15,6 +15,8 @@ from search.execution._local import (
     worker_logs,
 )
 from search.execution._pruning import PruningHook
+from search.execution._slurm import SlurmArray
+from search.execution._slurm import submit as submit_array
 from search.execution._trial import logical_number, run_trial
 from search.execution._worker import (
     IDLE_POLL_S,
@@ -29,6 +31,7 @@ from search.execution._worker import (
 __all__ = [
     "IDLE_POLL_S",
     "PruningHook",
+    "SlurmArray",
     "TrialOutcome",
     "WorkerContext",
     "WorkerReport",
@@ -48,6 +51,7 @@ __all__ = [
     "run_worker",
     "search_subset",
     "spawn_workers",
+    "submit_array",
     "visible_gpus",
     "wait_for_workers",
     "worker_logs",

@@ -169,6 +169,9 @@ def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_na
 
     exported = export_model(model, data)
     example = data.raw_example
+    test_x = getattr(data.test, "x", None)
+    if example is None and data.preprocess is None and test_x is not None:
+        example = test_x[:5].cpu().numpy()  # without preprocessing, test rows are raw rows
     signature = None
     if example is not None:
         with torch.no_grad():
@@ -176,8 +179,10 @@ def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_na
         signature = infer_signature(np.asarray(example), output)
     mlflow.set_tracking_uri(tracker.location.tracking_uri)
     mlflow.set_registry_uri(tracker.location.registry_uri)
+    # MLflow's default format (pt2) traces the model on the input example; without one, pickle it.
+    fmt = {} if example is not None else {"serialization_format": "pickle"}
     with mlflow.start_run(run_id=run_id):
-        info = mlflow.pytorch.log_model(exported, name="model", signature=signature, input_example=example)
+        info = mlflow.pytorch.log_model(exported, name="model", signature=signature, input_example=example, **fmt)
     with contextlib.redirect_stderr(io.StringIO()) as said:  # MLflow prints "Created version '1' ..." itself
         version = mlflow.register_model(info.model_uri, model_name)
     log.debug("mlflow: %s", said.getvalue().strip())
