@@ -96,10 +96,18 @@ def cli():
     return run_cli
 
 
+_MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+
+
 @pytest.fixture(autouse=True)
-def isolated_mlflow_uris() -> Iterator[None]:
-    """MLflow keeps the tracking and registry URIs in module globals: a test that sets them (and
-    ``get_registry_uri()``'s resolved default, set back, pins the registry) must not leak into the next."""
+def isolated_mlflow_uris(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """MLflow keeps the tracking and registry URIs in module globals and, since ``set_tracking_uri``
+    also exports it, in ``MLFLOW_TRACKING_URI`` (which hpsearch reads as the tracking default): a test
+    that sets them (and ``get_registry_uri()``'s resolved default, set back, pins the registry) must
+    not leak into the next."""
+    for name in _MLFLOW_ENV:
+        monkeypatch.setenv(name, "")  # records the value before the test, which the undo puts back
+        monkeypatch.delenv(name)
     if "mlflow" not in sys.modules:
         yield
         return
