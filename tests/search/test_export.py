@@ -33,7 +33,8 @@ def resmlp_champion(tmp_path_factory, cli):
 def test_the_retrain_logs_checked_onnx_and_torchscript_files(resmlp_champion):
     from mlflow import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{resmlp_champion / '.search' / 'mlflow.db'}")
+    uri = f"sqlite:///{resmlp_champion / '.search' / 'mlflow.db'}"
+    client = MlflowClient(uri, uri)  # the registry too: never a URI another test left behind
     version = client.get_model_version_by_alias("resmlp", "champion")
     run = client.get_run(version.run_id)
     assert run.data.tags["hpsearch.export.onnx"] == "ok"

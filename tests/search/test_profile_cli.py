@@ -19,7 +19,8 @@ def test_profile_of_the_best_trial_writes_and_logs_trace_and_table(cli, tmp_path
     assert sum(1 for n in names if str(n).startswith("ProfilerStep#")) == 3  # the active steps only
     assert "Self CPU" in (tmp_path / "prof" / "top_operators.txt").read_text()
 
-    client = MlflowClient(f"sqlite:///{tmp_path / '.search' / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / '.search' / 'mlflow.db'}"
+    client = MlflowClient(uri, uri)  # the registry too: never a URI another test left behind
     run_id = proc.stdout.split("MLflow run ")[1].split()[0]
     assert client.get_run(run_id).data.tags["hpsearch.trial"] == "0"
     assert {a.path for a in client.list_artifacts(run_id, "profile")} == {

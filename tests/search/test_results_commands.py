@@ -100,7 +100,8 @@ def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
 def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli):
     from mlflow import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{retrained / '.search' / 'mlflow.db'}")
+    uri = f"sqlite:///{retrained / '.search' / 'mlflow.db'}"
+    client = MlflowClient(uri, uri)  # the registry too: never a URI another test left behind
     (retrained / ".search" / "checkpoints" / "resmlp" / "trial-9").mkdir(parents=True)
     declined = cli("delete", "--study", "resmlp", cwd=retrained)  # stdin is empty: the answer is no
     assert declined.returncode == 1 and "nothing deleted" in declined.stdout

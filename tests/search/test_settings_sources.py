@@ -126,7 +126,7 @@ def test_mlflow_tracking_uri_from_the_environment_receives_the_runs(cli, tmp_pat
     proc = cli("start", *QUICK, "--trials", "1", cwd=tmp_path, env={"MLFLOW_TRACKING_URI": tracking}, check=True)
     assert str(tmp_path / "elsewhere.db") in proc.stdout  # the start header names the store it uses
     assert not (tmp_path / ".search" / "mlflow.db").exists()
-    client = MlflowClient(tracking)
+    client = MlflowClient(tracking, tracking)
     experiment = client.get_experiment_by_name("sleep")
     runs = client.search_runs([experiment.experiment_id])
     assert {r.data.tags.get("hpsearch.role") for r in runs} >= {"trial"}
