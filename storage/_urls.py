@@ -15,6 +15,9 @@ from sqlalchemy.exc import ArgumentError
 from storage._errors import StorageError
 
 _SECRET_IN_TEXT = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
+_SECRET_IN_QUERY = re.compile(
+    r"(?P<head>[?&](?:password|passwd|pwd|sslpassword)=)(?P<secret>[^&\s'\"]+)", re.IGNORECASE
+)
 
 
 def normalize_db_url(url: str) -> str:
@@ -62,8 +65,9 @@ def sqlite_path(url: str) -> Path:
 
 
 def mask(text: str) -> str:
-    """Replace every password embedded in a URL inside ``text`` with ``***``."""
-    return _SECRET_IN_TEXT.sub(lambda m: f"{m['head']}***{m['tail']}", text)
+    """Replace every password embedded in a URL inside ``text`` (``user:pw@`` or ``?password=pw``) with ``***``."""
+    text = _SECRET_IN_TEXT.sub(lambda m: f"{m['head']}***{m['tail']}", text)
+    return _SECRET_IN_QUERY.sub(lambda m: f"{m['head']}***", text)
 
 
 def describe(url: str) -> str:

@@ -76,6 +76,13 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         raise SearchError(f"--workers must be >= 0, got {opts.workers}")
     if settings.max_retries < 0:
         raise SearchError(f"--max-retries must be >= 0, got {settings.max_retries}")
+    if settings.heartbeat_interval <= 0:
+        raise SearchError(
+            f"--heartbeat-interval must be a positive number of seconds, got {settings.heartbeat_interval}"
+        )
+    if settings.grace_period <= settings.heartbeat_interval:
+        raise SearchError(f"--grace-period ({settings.grace_period} s) must be longer than --heartbeat-interval "
+                          f"({settings.heartbeat_interval} s), or live trials would count as dead")  # fmt: skip
     validate(settings.sampler, settings.pruner)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing

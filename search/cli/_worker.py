@@ -69,6 +69,8 @@ def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator,
 
     One line when the wait starts and one when it ends; past the limit, the last error.
     """
+    if not seconds >= 0:
+        raise SearchError(f"--wait-for-db must be >= 0 seconds, got {seconds:g}")
     deadline = time.monotonic() + seconds
     started, delay, waited = time.monotonic(), 1.0, False
     while True:

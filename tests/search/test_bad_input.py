@@ -22,6 +22,12 @@ def _assert_one_line_error(proc, fragment: str) -> None:
         (["--trials", "5", "--pruner", "wilcoxon"], "unknown pruner 'wilcoxon'"),
         (["--trials", "5", "--pruner", "median:startup=x"], "bad value 'x' for pruner option median:startup"),
         (["--trials", "5", "--pruner", "hyperband:warmup=5"], "unknown option 'warmup' for pruner 'hyperband'"),
+        (["--trials", "5", "--heartbeat-interval", "0"], "--heartbeat-interval must be a positive number of seconds"),
+        (
+            ["--trials", "5", "--heartbeat-interval", "10", "--grace-period", "10"],
+            "--grace-period (10 s) must be longer than --heartbeat-interval (10 s)",
+        ),
+        (["--trials", "5", "--db-outage-limit", "-1"], "--db-outage-limit must be a positive number of seconds"),
     ],
 )
 def test_bad_start_flags(cli, tmp_path, args, fragment):

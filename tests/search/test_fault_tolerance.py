@@ -303,14 +303,14 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     from search.settings import SearchSettings
 
     record = prepare(
-        StartOptions(study=str(SLEEP_STUDY), trials=3, settings=SearchSettings(heartbeat_interval=1, grace_period=1))
+        StartOptions(study=str(SLEEP_STUDY), trials=3, settings=SearchSettings(heartbeat_interval=1, grace_period=2))
     ).record
     coordinator = Coordinator(f"sqlite:///{tmp_path}/optuna.db", "reap")
     study, _ = coordinator.create_or_resume(record, 3)
     dead, _ = coordinator.claim(study)
     dead.suggest_float("x", -2.0, 2.0)
     dead.report(0.5, 1)
-    time.sleep(2.5)  # no heartbeat for longer than the grace period
+    time.sleep(3.0)  # no heartbeat for longer than the grace period
     live = study.ask()  # not claimed: a claim would reap the dead trial itself
     coordinator.storage.record_heartbeat(live._trial_id)
     stop = threading.Event()
@@ -337,7 +337,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    settings = SearchSettings(heartbeat_interval=1, grace_period=1, pruner="none")
+    settings = SearchSettings(heartbeat_interval=1, grace_period=2, pruner="none")
     opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings, study_options={"epoch_seconds": 0.0})
     create_or_resume(loc, prepare(opts), 1)
     ctx = connect(loc, "sleep", "test-worker")
@@ -346,7 +346,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     dead.set_user_attr("mlflow_run_id", run.run_id)
     _fit(ctx, dead, run, ctx.checkpoint_root / "sleep" / f"trial-{dead.number}")  # all 3 epochs, then "dies"
     reported = ctx.coordinator.storage.get_trial(dead._trial_id).intermediate_values
-    time.sleep(2.5)
+    time.sleep(3.0)
     [reaped] = ctx.coordinator.reap(ctx.optuna_study)
     retry, _ = ctx.coordinator.claim(ctx.optuna_study)
     outcome = run_trial(ctx, retry)

@@ -48,3 +48,8 @@ def test_unwritable_project_dir_is_one_clear_error(tmp_path):
     with pytest.raises(StorageError, match="is not writable"):
         storage.check_writable(blocker / "project")
     assert blocker.read_text() == "x"
+
+
+def test_passwords_in_a_url_query_are_masked_too():
+    text = "postgresql://u@h/db?password=s3cr3t&sslmode=require and http://x/?PWD=abc"
+    assert storage.mask(text) == "postgresql://u@h/db?password=***&sslmode=require and http://x/?PWD=***"
