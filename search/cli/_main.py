@@ -11,11 +11,14 @@ from search.cli import _commands, _data, _slurm, _tools, _views  # noqa: F401  (
 from search.cli._group import cli
 
 EXIT_USAGE = 2
+EXIT_TEMPFAIL = 75
+"""EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit; the same command may work later."""
 EXIT_INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: one line and exit code 2 for any configuration or infrastructure error."""
+    """Console entry point: one line and exit code 2 for any configuration or infrastructure error,
+    75 for a database that stayed unreachable past the outage limit (retry later)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="search", standalone_mode=False)
@@ -29,6 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
+        if not debug and type(exc).__name__ == "DatabaseUnavailableError":
+            _fail(_one_line(exc), EXIT_TEMPFAIL)
         if debug or not _is_user_error(exc):
             raise
         _fail(_one_line(exc), EXIT_USAGE)

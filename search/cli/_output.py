@@ -38,6 +38,9 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
     if retrain and "best_trial" in summary:
         print_retrain(retrain_and_register(coordinator, loc))
     _print_next_steps(coordinator, loc)
+    if summary["finished"] and summary["failed"] == summary["finished"]:
+        print(f"\nevery trial failed: see `search trials --name {coordinator.study_name} --state fail`")
+        return 1  # nothing to show for the budget: a scheduler or script must notice
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
-from search.exceptions import SearchError
+from search.exceptions import DatabaseUnavailableError, SearchError
 from search.settings import location_env
 from search.tracking import Tracker
 
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from search.settings import Locations
 
 log = logging.getLogger(__name__)
+
+
+EXIT_TEMPFAIL = 75
+"""A worker's exit code when the database stayed unreachable past --db-outage-limit."""
 
 
 def default_workers() -> int:
@@ -139,7 +143,10 @@ def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:
     lines = [line for line in log_file.read_text(errors="replace").splitlines() if line.strip()] \
         if log_file.exists() else []  # fmt: skip
     last = f": {lines[-1].strip()}" if lines else ""
-    raise SearchError(f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}")
+    message = f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}"
+    if set(codes) == {EXIT_TEMPFAIL}:  # the database went away for all of them: retry later
+        raise DatabaseUnavailableError(message)
+    raise SearchError(message)
 
 
 def report_worker_codes(codes: list[int], loc: Locations) -> None:

@@ -36,7 +36,8 @@ class SlurmArray:
     """Further ``#SBATCH`` options, e.g. ``--account=ml``."""
 
     def script(self, logs: Path) -> str:
-        """The batch script; exit codes: 0 the budget is spent, 2 a configuration error (no requeue)."""
+        """The batch script; a worker's exit code 0 (budget spent) ends the task, 2 (configuration error)
+        fails it, 75 (database unreachable past its outage limit) and a time limit requeue it."""
         if self.workers < 1:
             raise SearchError(f"--workers must be >= 1, got {self.workers}")
         options = [
@@ -91,6 +92,7 @@ echo "hpsearch worker exited with $code (${{stop_reason:-finished}})"
 case "$code:$stop_reason" in
     0:*) exit 0 ;;                 # the study's budget is spent
     2:*) exit 2 ;;                 # configuration error: a requeue cannot help
+    75:*) scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"; exit 0 ;;  # database gone: later
     *:timelimit) scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"; exit 0 ;;
     *) exit "$code" ;;
 esac

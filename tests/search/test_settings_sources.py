@@ -176,3 +176,22 @@ def test_psycopg3_url_without_psycopg3_is_one_line(monkeypatch):
     monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
     with pytest.raises(StorageError, match=r"needs psycopg 3 \(pip install 'psycopg\[binary\]'\)"):
         storage.normalize_db_url("postgresql+psycopg://u@h/db")
+
+
+def test_a_search_whose_every_trial_failed_exits_non_zero(cli, tmp_path):
+    study = tmp_path / "broken.py"
+    study.write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sleep_study', {SLEEP_STUDY!r})\n"
+        "sleep = sys.modules['sleep_study'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(sleep)\n\n"
+        "class Broken(sleep.SleepStudy):\n"
+        "    name = 'broken'\n\n"
+        "    def build_model(self, params, data):\n"
+        "        raise RuntimeError('no model today')\n\n"
+        "study = Broken(epoch_seconds=0)\n"
+    )
+    proc = cli("start", "--study", str(study), "--trials", "2", "--workers", "1", "--no-retrain", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2/2 trials finished (0 complete, 0 pruned, 2 failed)" in proc.stdout
+    assert "every trial failed: see `search trials --name broken --state fail`" in proc.stdout
