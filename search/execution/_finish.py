@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
-from storage import set_user_attrs
+from storage import mask, set_user_attrs
 
 if TYPE_CHECKING:
     import optuna
@@ -125,7 +125,7 @@ def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception
     try:
         ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
         if not _is_expected(exc):
-            ctx.tracker.client.log_text(run.run_id, "".join(traceback.format_exception(exc)), "traceback.txt")
+            ctx.tracker.client.log_text(run.run_id, mask("".join(traceback.format_exception(exc))), "traceback.txt")
         ctx.tracker.end_run(run.run_id, "FAILED")
     except DatabaseUnavailableError:
         raise
@@ -174,6 +174,11 @@ def _is_expected(exc: Exception) -> bool:
 
 
 def fail_reason(exc: Exception) -> str:
+    """The first line of what went wrong, passwords in URLs masked (it is stored on the trial)."""
+    return mask(_reason(exc))
+
+
+def _reason(exc: Exception) -> str:
     import torch
 
     import trainer

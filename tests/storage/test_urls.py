@@ -53,3 +53,10 @@ def test_unwritable_project_dir_is_one_clear_error(tmp_path):
 def test_passwords_in_a_url_query_are_masked_too():
     text = "postgresql://u@h/db?password=s3cr3t&sslmode=require and http://x/?PWD=abc"
     assert storage.mask(text) == "postgresql://u@h/db?password=***&sslmode=require and http://x/?PWD=***"
+
+
+def test_a_trials_fail_reason_never_holds_a_password():
+    from search.execution import fail_reason
+
+    exc = RuntimeError("could not reach postgresql://team:hunter2@db:5432/x?password=hunter2\nmore")
+    assert fail_reason(exc) == "RuntimeError: could not reach postgresql://team:***@db:5432/x?password=***"
