@@ -91,8 +91,9 @@ def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, gra
         return None
     callback = storage.heartbeat_stale_trial_callback
     retry_id = callback.queue(study, trial) if isinstance(callback, RetryDeadTrial) else None
-    storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"worker lost: no heartbeat for over {grace:g} s")
     try:
+        # Either write finds the trial finished when its worker's tell landed after our read.
+        storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"worker lost: no heartbeat for over {grace:g} s")
         storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
     except UpdateFinishedTrialError:
         # Its worker finished it after all, between our look and now: the retry is not needed.

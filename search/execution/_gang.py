@@ -164,7 +164,10 @@ def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs
 
     Returns whether the group had run any trial at all.
     """
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
+
+    from storage import mask
 
     reasons = []
     for rank in range(procs):
@@ -178,7 +181,10 @@ def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs
     ran = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("worker") == worker_id]
     for trial in ran:
         if trial.state == TrialState.RUNNING:
-            coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason[:500])
-            coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            try:
+                coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", mask(reason[:500]))
+                coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            except UpdateFinishedTrialError:  # a reaper finished it meanwhile, with its own reason
+                continue
             log.warning("trial %d failed: %s", trial.number, reason)
     return bool(ran)

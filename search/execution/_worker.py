@@ -110,14 +110,19 @@ def interrupt_running(ctx: WorkerContext) -> None:
     Interrupts after the first are ignored from the moment it lands (``search.cli``), so
     none can cut this short and leave a trial RUNNING.
     """
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     callback = ctx.coordinator.storage.heartbeat_stale_trial_callback
     for trial in ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if trial.user_attrs.get("worker") != ctx.worker_id:
             continue
-        ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", "interrupted")
-        if ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+        try:
+            ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", "interrupted")
+            failed = ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:  # a reaper (or its own tell) finished it first: nothing to resume
+            continue
+        if failed:
             run_id = trial.user_attrs.get("mlflow_run_id")
             if run_id:
                 ctx.tracker.mark_killed(run_id)

@@ -812,3 +812,44 @@ def test_invalid_gpus_value_creates_nothing(cli, tmp_path, command, value, fragm
     proc = cli(command, *args, "--gpus", value, cwd=tmp_path)
     _assert_one_line_error(proc, fragment)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_tell_that_lands_between_the_reapers_read_and_write_costs_nothing(tmp_path, backend, request):
+    """The worker was only slow: its trial finishes while a reaper is failing it. The reaper must
+    neither crash nor leave a retry that would train the same logical trial again."""
+    from optuna.trial import TrialState
+
+    from search.cli import StartOptions, prepare
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else f"sqlite:///{tmp_path}/optuna.db"
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=2,
+                                  settings=SearchSettings(heartbeat_interval=1, grace_period=2))).record  # fmt: skip
+    coordinator = Coordinator(url, "race")
+    study, _ = coordinator.create_or_resume(record, 2)
+    slow, _ = coordinator.claim(study)
+    slow.suggest_float("x", -2.0, 2.0)
+    slow.report(0.5, 1)
+    time.sleep(3.0)  # looks dead to the reaper
+
+    storage = coordinator.storage
+    original = storage.set_trial_user_attr
+
+    def tell_lands_first(trial_id: int, key: str, value: Any) -> None:
+        if trial_id == slow._trial_id and key == "fail_reason":
+            study.tell(slow, 0.25)  # the worker's tell, between the reaper's read and its first write
+        original(trial_id, key, value)
+
+    storage.set_trial_user_attr = tell_lands_first  # type: ignore[method-assign]
+    try:
+        reaped = coordinator.reap(study)  # must not raise
+    finally:
+        storage.set_trial_user_attr = original  # type: ignore[method-assign]
+    assert reaped == []
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert trials[slow.number].state == TrialState.COMPLETE and trials[slow.number].value == 0.25
+    others = [t for t in trials.values() if t.number != slow.number]
+    assert all(t.state == TrialState.FAIL for t in others)  # the retry queued for it is cancelled, not WAITING
+    assert coordinator.counts().finished_logical == 1
