@@ -33,6 +33,10 @@ def engine_kwargs(url: str) -> dict[str, Any]:
             "pool_pre_ping": True,
             # Recycle before typical server/proxy idle limits; a long epoch may idle a connection.
             "pool_recycle": 1800,
+            # The claim counts trials under the study lock and must see every commit before it: a
+            # database or role whose default is REPEATABLE READ or SERIALIZABLE would hand it an
+            # older snapshot, and the budget would overshoot.
+            "isolation_level": "READ COMMITTED",
             "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S, **TCP_KEEPALIVE, "application_name": "hpsearch"},
         }
     if is_sqlite(url):

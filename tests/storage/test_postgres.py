@@ -3,6 +3,7 @@
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,37 @@ def test_a_busy_worker_holds_a_bounded_number_of_connections(pg_server, pg_datab
     tracking_bound = storage.TRACKING_POOL_SIZE + storage.TRACKING_MAX_OVERFLOW
     assert 1 <= _connections_to(pg_server, mlflow_url.rsplit("/", 1)[1]) <= tracking_bound
     assert "keepalives=1" in tracker.location.tracking_uri
+
+
+def test_a_database_whose_default_isolation_is_repeatable_read_still_claims_exactly(pg_server, pg_url, tmp_path, cli):
+    """The claim's count must see every commit: our connections run at READ COMMITTED whatever the
+    database's or role's default, and a search on such a database spends exactly its budget."""
+    import optuna
+    import sqlalchemy
+
+    import storage
+
+    database = pg_url.rsplit("/", 1)[1]
+    admin = sqlalchemy.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'ALTER DATABASE "{database}" SET default_transaction_isolation = '
+                                     "'repeatable read'"))  # fmt: skip
+    admin.dispose()
+    plain = sqlalchemy.create_engine(pg_url)
+    with plain.connect() as conn:  # the trap is set: a plain connection gets the old snapshot semantics
+        assert conn.execute(sqlalchemy.text("SHOW transaction_isolation")).scalar() == "repeatable read"
+    plain.dispose()
+    ours = storage.create_engine(pg_url)
+    with ours.connect() as conn:
+        assert conn.execute(sqlalchemy.text("SHOW transaction_isolation")).scalar() == "read committed"
+    ours.dispose()
+    optuna_storage = storage.open_optuna_storage(pg_url)
+    with optuna_storage.engine.connect() as conn:
+        assert conn.execute(sqlalchemy.text("SHOW transaction_isolation")).scalar() == "read committed"
+    optuna_storage.engine.dispose()
+
+    sleep_study = str(Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py")
+    cli("start", "--study", sleep_study, "--trials", "8", "--workers", "2", "--pruner", "none", "--no-retrain",
+        "--study-option", "epoch_seconds=0", "--storage", pg_url, cwd=tmp_path, check=True)  # fmt: skip
+    study = optuna.load_study(study_name="sleep", storage=pg_url)
+    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 8 and len(study.trials) == 8
