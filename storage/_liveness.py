@@ -39,9 +39,10 @@ def stale_trials(bind: Engine | Connection, study_id: int, grace_s: float, orpha
     """Ids of RUNNING trials whose heartbeat is older than ``grace_s`` seconds.
 
     A trial that never beat (its worker died between creating it and the first heartbeat, or the
-    reply to the claim was lost) counts as stale once it started more than ``orphan_s`` seconds ago.
-    Heartbeats are compared with the database's clock, as Optuna writes them; start times are the
-    claiming node's clock, so ``orphan_s`` should allow for clock skew between nodes.
+    reply to the claim was lost) counts as stale once this process has seen it without a heartbeat
+    for more than ``orphan_s`` seconds. Only the database's clock decides: heartbeats are written
+    with it, and a trial's start time (the claiming node's naive local clock, in its own time zone)
+    is never compared with anything.
     """
     if isinstance(bind, Engine):
         with bind.connect() as conn:
@@ -49,15 +50,24 @@ def stale_trials(bind: Engine | Connection, study_id: int, grace_s: float, orpha
     db_now = bind.execute(sqlalchemy.select(sqlalchemy.func.now())).scalar_one()
     # Optuna stores naive timestamps; drop the zone PostgreSQL attaches to now() (as Optuna does).
     db_now = db_now.replace(tzinfo=None)
-    local_now = datetime.now()
     stale = []
+    unbeaten = set()
     for row in bind.execute(_RUNNING, {"sid": study_id}):
         if row.heartbeat is not None:
             if (db_now - row.heartbeat).total_seconds() > grace_s:
                 stale.append(int(row.trial_id))
-        elif row.datetime_start is not None and (local_now - row.datetime_start).total_seconds() > orphan_s:
+            continue
+        key = (study_id, int(row.trial_id))
+        unbeaten.add(key)
+        if (db_now - _FIRST_SEEN_UNBEATEN.setdefault(key, db_now)).total_seconds() > orphan_s:
             stale.append(int(row.trial_id))
+    for key in [k for k in _FIRST_SEEN_UNBEATEN if k[0] == study_id and k not in unbeaten]:
+        del _FIRST_SEEN_UNBEATEN[key]  # it beat, or it finished
     return stale
+
+
+_FIRST_SEEN_UNBEATEN: dict[tuple[int, int], datetime] = {}
+"""Database time at which this process first saw each RUNNING, never-heartbeated (study, trial)."""
 
 
 def retried_trial_numbers(bind: Engine | Connection, study_id: int) -> set[int]:
