@@ -65,17 +65,17 @@ FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 
 
 def finished_line(row: TrialRow) -> str:
-    """``trial 7 COMPLETE 0.1234 after 15 epochs in 42s on host:123:0``, with the reason of a failure."""
+    """``trial 7 COMPLETE 0.1234 after 15 epochs in 42s on host:123:0``; ``trial 8 PRUNED at epoch 3 ...``;
+    a failure with the first line of its reason."""
     took = "" if row.duration_seconds is None else f" in {duration(row.duration_seconds)}"
     where = f" on {row.worker}" if row.worker else ""
+    if row.state == "PRUNED":
+        return f"trial {row.number} PRUNED at epoch {row.epochs}{took}{where}"
     if row.state == "COMPLETE":
-        outcome = f"COMPLETE {row.value:.5g}" if row.value is not None else "COMPLETE"
-    elif row.state == "PRUNED":
-        outcome = f"PRUNED at epoch {row.epochs}"
-    else:
-        reason = (row.fail_reason or "no reason recorded").strip().splitlines() or [""]
-        return f"trial {row.number} FAIL after {row.epochs} epochs{took}{where}: {reason[0][:160]}"
-    return f"trial {row.number} {outcome} after {row.epochs} epochs{took}{where}"
+        value = "" if row.value is None else f" {row.value:.5g}"
+        return f"trial {row.number} COMPLETE{value} after {row.epochs} epochs{took}{where}"
+    reason = (row.fail_reason or "no reason recorded").strip().splitlines() or [""]
+    return f"trial {row.number} FAIL after {row.epochs} epochs{took}{where}: {reason[0][:160]}"
 
 
 def make_follower(coordinator: Coordinator, quiet: bool, hints: tuple[str, ...] = ()) -> Follower:

@@ -180,14 +180,19 @@ def savings_section(
     note = (f"The search ran {savings.epochs_run} of the {savings.epochs_unpruned} epochs its "
             f"{savings.trials} complete and pruned trials would have run unpruned: pruning saved "
             f"{savings.saved} epochs ({100 * savings.fraction:.0f}%). Failed trials are left out.")  # fmt: skip
-    saved, spent = seconds
-    if saved > 0:
-        from search.observation._progress import duration
+    return Section("savings", "Compute saved by pruning", note + _time_saved(savings, *seconds), fig)
 
-        note += (f" In training time that is about {duration(saved)} saved, {100 * saved / (saved + spent):.0f}% of "
-                 f"the {duration(saved + spent)} the trials would have trained (estimated from each pruned trial's "
-                 "own seconds per epoch).")  # fmt: skip
-    return Section("savings", "Compute saved by pruning", note, fig)
+
+def _time_saved(savings: PruningSavings, saved: float, spent: float) -> str:
+    from search.observation._report_tables import seconds_text
+
+    if saved > 0:
+        return (f" In training time that is about {seconds_text(saved)} saved, {100 * saved / (saved + spent):.0f}% of "
+                f"the {seconds_text(saved + spent)} the trials would have trained (an estimate from each pruned "
+                "trial's own seconds per epoch).")  # fmt: skip
+    if savings.saved > 0:
+        return " The training time saved cannot be estimated: no pruned trial recorded its training time."
+    return f" In training time nothing was saved either (the trials trained {seconds_text(spent)})." if spent else ""
 
 
 def render_page(coordinator: Coordinator, sections: list[Section]) -> str:

@@ -37,8 +37,6 @@ class Section:
 
 def trials_table(rows: list[TrialRow], run_link: Any) -> str:
     """One row per trial, a column per parameter; a click on a header sorts by it (inline script)."""
-    from search.observation._progress import duration
-
     names = sorted({name for r in rows for name in r.params})
     header = ["trial", "state", "value", *names, "epochs", "duration", "worker", "MLflow run"]
     lines = []
@@ -46,13 +44,21 @@ def trials_table(rows: list[TrialRow], run_link: Any) -> str:
         cells = [
             _cell(r.number), _cell(r.state), _cell(r.value, f"{r.value:.5g}" if r.value is not None else "-"),
             *(_cell(r.params.get(n), _short(r.params.get(n))) for n in names), _cell(r.epochs),
-            _cell(r.duration_seconds, "-" if r.duration_seconds is None else duration(r.duration_seconds)),
-            _cell(r.worker or "-"), f"<td>{run_link(r.mlflow_run_id)}</td>",
+            _cell(r.duration_seconds, "-" if r.duration_seconds is None else seconds_text(r.duration_seconds)),
+            _cell(r.worker or "-"),
+            f'<td data-sort="{html.escape(r.mlflow_run_id or "")}">{run_link(r.mlflow_run_id)}</td>',
         ]  # fmt: skip
         lines.append(f'<tr class="{html.escape(r.state.lower())}">{"".join(cells)}</tr>')
     head = "".join(f'<th data-col="{i}" title="sort">{html.escape(h)}</th>' for i, h in enumerate(header))
     return (f'<table class="trials sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
             f"<script>{_SORT_JS}</script>")  # fmt: skip
+
+
+def seconds_text(seconds: float) -> str:
+    """Like :func:`duration`, with a decimal under ten seconds (a small search's trials take less than one)."""
+    from search.observation._progress import duration
+
+    return f"{seconds:.1f}s" if seconds < 9.95 else duration(seconds)
 
 
 def _cell(value: Any, shown: str | None = None) -> str:
@@ -72,7 +78,7 @@ def mlflow_run_link(loc: Locations | None, experiment_id: str | None) -> Any:
 
     server = None
     if loc is not None and storage.TrackingLocation(loc.tracking_uri, loc.artifact_location).is_server:
-        server = loc.tracking_uri.rstrip("/")
+        server = _web_address(loc.tracking_uri)
 
     def link(run_id: str | None) -> str:
         if not run_id:
@@ -83,6 +89,19 @@ def mlflow_run_link(loc: Locations | None, experiment_id: str | None) -> Any:
         return f'<a href="{html.escape(url)}">{html.escape(run_id[:8])}</a>'
 
     return link
+
+
+def _web_address(tracking_uri: str) -> str | None:
+    """The server's UI address without credentials (the page is shared and kept on MLflow); None when
+    tracking is not an http(s) server (``databricks`` names a profile, not an address)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(tracking_uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")).rstrip("/")
 
 
 def failures_note(rows: list[TrialRow]) -> str:
@@ -104,14 +123,18 @@ def failures_table(rows: list[TrialRow]) -> str:
 
 def seconds_saved(rows: list[TrialRow], search_epochs: int) -> tuple[float, float]:
     """Training time pruning saved and the time the search trained, in seconds (an estimate: each
-    pruned trial's own seconds per epoch times the epochs it did not run)."""
+    pruned trial's own seconds per epoch times the epochs it did not run).
+
+    A retry that resumed from a checkpoint trained only the epochs after it in ``fit_seconds``.
+    """
     saved = spent = 0.0
     for r in rows:
-        if r.state not in ("COMPLETE", "PRUNED") or not r.fit_seconds or not r.epochs:
+        trained = r.epochs - int(r.extra.get("resumed_from_epoch") or 0)
+        if r.state not in ("COMPLETE", "PRUNED") or not r.fit_seconds or trained <= 0:
             continue
         spent += float(r.fit_seconds)
         if r.state == "PRUNED":
-            saved += float(r.fit_seconds) / r.epochs * max(0, search_epochs - r.epochs)
+            saved += float(r.fit_seconds) / trained * max(0, search_epochs - r.epochs)
     return saved, spent
 
 

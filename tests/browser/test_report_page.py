@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from browser_helpers import screenshot, search_cli
 
@@ -55,9 +57,26 @@ def test_report_lists_every_trial_in_a_table_that_sorts(small_search, driver, tm
     assert lrs == sorted(lrs)
     header.click()
     assert [float(v) for v in column("lr")] == sorted(lrs, reverse=True)
-    text = driver.find_element(By.TAG_NAME, "body").text
-    assert "Not retrained yet" in text  # the small search ran with --no-retrain
-    assert "No failed trials." in text or "×" in text
+    runs = [t.user_attrs["mlflow_run_id"] for t in sorted(study.trials, key=lambda t: t.number)]
+    header = next(h for h in driver.find_elements(By.CSS_SELECTOR, "table.trials th") if h.text == "trial")
+    header.click()  # back to trial order; tracking is no server here, so each run id is shown as text
+    assert column("MLflow run") == runs
+    assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "table.trials tbody td code")] == runs
+
+    def section(key: str) -> str:
+        return str(driver.find_element(By.CSS_SELECTOR, f"section#{key}").text)
+
+    assert "Not retrained yet" in section("champion")  # the small search ran with --no-retrain
+    failed = [t for t in study.trials if t.state.name == "FAIL"]
+    if failed:
+        counts = driver.find_elements(By.CSS_SELECTOR, "table.failures tbody tr td:first-child")
+        assert sum(int(c.text) for c in counts) == len(failed)
+    else:
+        assert "No failed trials." in section("failures")
+    savings = section("savings")
+    assert re.search(r"pruning saved \d+ epochs", savings) and "In training time" in savings, savings
+    if any(t.state.name == "PRUNED" for t in study.trials):
+        assert re.search(r"about \S+ saved, \d+% of the \S+ the trials would have trained \(an estimate", savings)
     assert driver.find_elements(By.CSS_SELECTOR, "section#slices .js-plotly-plot")
     problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []

@@ -172,6 +172,31 @@ def test_start_on_a_terminal_draws_the_live_view(spent_study, tmp_path):
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
     assert "demo · minimize val_loss" in out and "6/6 finished" in out and "best 0.4 (trial 2)" in out
     assert out.index("6/6 finished") < out.index("study 'demo': 6/6 trials finished")
+    view = out[: out.index("study 'demo': 6/6 trials finished")]
+    for fragment in ("best params lr=0.001  width=192", "trial 3 failed: diverged at epoch 1",
+                     "dashboard: search dashboard --name demo"):  # fmt: skip
+        assert fragment in view, (fragment, view)
+
+
+def test_where_to_look_names_the_commands_or_the_mlflow_server(tmp_path, monkeypatch):
+    from search.cli._output import watch_hints
+    from search.settings import Locations
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("SEARCH_PROJECT_DIR", "SEARCH_STORAGE", "SEARCH_TRACKING_URI", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    project = tmp_path / ".search"
+    project.mkdir()
+    coordinator = Coordinator(storage.sqlite_url(project / "optuna.db"), "demo")
+    embedded = storage.resolve_tracking(None, project).tracking_uri
+    loc = Locations(project, coordinator.url, embedded, None, project / "checkpoints", embedded=True)
+    assert watch_hints(coordinator, loc) == ("dashboard: search dashboard --name demo",
+                                             "MLflow UI: search mlflow --name demo")  # fmt: skip
+    server = Locations(project, coordinator.url, f"http://bob:{FAKE_PASSWORD}@mlflow:5000/", None, project,
+                       embedded=True)  # fmt: skip
+    dashboard, mlflow = watch_hints(coordinator, server)
+    assert dashboard.startswith("dashboard: search dashboard --name demo --tracking-uri http://bob:***@mlflow")
+    assert mlflow == "MLflow: http://bob:***@mlflow:5000"
 
 
 def test_start_quiet_prints_only_the_summary(spent_study, search_main, tmp_path, monkeypatch):
@@ -210,7 +235,9 @@ def test_finished_lines_say_how_each_trial_ended():
                 "mlflow_run_id": None}  # fmt: skip
         return TrialRow(**{**base, **kw})
 
-    assert finished_line(row("PRUNED")) == "trial 4 PRUNED at epoch 2 after 2 epochs in 1m15s on gpu1:9:0"
+    assert finished_line(row("PRUNED")) == "trial 4 PRUNED at epoch 2 in 1m15s on gpu1:9:0"
+    assert finished_line(row("COMPLETE", value=0.123456, worker=None, duration_seconds=None)) == \
+        "trial 4 COMPLETE 0.12346 after 2 epochs"  # fmt: skip
     assert finished_line(row("FAIL", fail_reason="CUDA out of memory\ntraceback...")) == \
         "trial 4 FAIL after 2 epochs in 1m15s on gpu1:9:0: CUDA out of memory"  # fmt: skip
 

@@ -103,3 +103,36 @@ def test_report_sums_up_failures_and_the_time_pruning_saved(sqlite_demo):
     rows = [r if r.state != "PRUNED" else type(r)(**{**r.__dict__, "fit_seconds": 6.0}) for r in rows]
     saved, spent = seconds_saved(rows, search_epochs=4)
     assert saved == 6.0 / 2 * 2 + 6.0 / 1 * 3  # each pruned trial's own seconds per epoch x the epochs it skipped
+
+
+def test_time_saved_is_estimated_per_trial_and_always_stated(sqlite_demo):
+    from search.observation._report import savings_section
+    from search.observation._report_tables import seconds_saved
+    from search.observation._trials import trial_rows
+
+    rows = trial_rows(Coordinator(sqlite_demo.url, sqlite_demo.name))
+    pruned = next(r for r in rows if r.state == "PRUNED" and r.epochs == 2)
+    # A retry resumed at epoch 1 trained one epoch in its 6 s: 6 s per epoch, two epochs skipped.
+    resumed = type(pruned)(**{**pruned.__dict__, "fit_seconds": 6.0, "extra": {"resumed_from_epoch": 1}})
+    assert seconds_saved([resumed], search_epochs=4) == (12.0, 6.0)
+    trials = Coordinator(sqlite_demo.url, sqlite_demo.name).load().get_trials(deepcopy=False)
+    note = savings_section(trials, 4, (12.0, 6.0)).note
+    assert "about 12s saved, 67% of the 18s the trials would have trained (an estimate" in note
+    unpruned = [t for t in trials if t.state.name == "COMPLETE"]
+    assert "In training time nothing was saved either (the trials trained 30s)." in \
+        savings_section(unpruned, 4, (0.0, 30.0)).note  # fmt: skip
+    assert "cannot be estimated" in savings_section(trials, 4, (0.0, 30.0)).note
+
+
+def test_run_links_go_to_an_http_server_without_its_credentials(tmp_path):
+    from search.observation._report_tables import mlflow_run_link
+    from search.settings import Locations
+
+    def link(uri: str) -> str:
+        loc = Locations(tmp_path, "sqlite:///x.db", uri, None, tmp_path, embedded=True)
+        return str(mlflow_run_link(loc, "3")("0123456789abcdef"))
+
+    assert link(f"https://bob:{FAKE_PASSWORD}@mlflow.example:5000/") == \
+        '<a href="https://mlflow.example:5000/#/experiments/3/runs/0123456789abcdef">01234567</a>'  # fmt: skip
+    assert link("databricks") == link(f"sqlite:///{tmp_path}/mlflow.db") == "<code>0123456789abcdef</code>"
+    assert mlflow_run_link(None, "3")(None) == "-"
