@@ -41,13 +41,13 @@ location_options = stack(
     option("--checkpoint-dir", type=click.Path(path_type=Path), envvar="SEARCH_CHECKPOINT_DIR", show_envvar=True,
            help="Where trial checkpoints live (shared by all nodes) [<project-dir>/checkpoints]."),
     option("--config", "config_file", type=click.Path(path_type=Path), envvar="SEARCH_CONFIG", show_envvar=True,
-           is_eager=True, callback=lambda ctx, _, path: _load_config(ctx, path),
+           is_eager=True, callback=lambda ctx, _, path: load_config(ctx, path),
            help="TOML file with defaults for any of this command's flags [./search.toml]."),
 )  # fmt: skip
 """Flags that say where a study lives; each falls back to its environment variable, then search.toml."""
 
 
-def _load_config(ctx: click.Context, path: Path | None) -> Path | None:
+def load_config(ctx: click.Context, path: Path | None) -> Path | None:
     """Eager, so the file's values are this command's defaults before any other flag is read."""
     from search.cli._settings import config_defaults
 

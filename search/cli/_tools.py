@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from search.cli._group import cli
-from search.cli._options import find_study_options, location_options, option, study_options_option
+from search.cli._options import find_study_options, load_config, location_options, option, study_options_option
 
 
 @cli.command("lr-find")
@@ -32,7 +32,9 @@ from search.cli._options import find_study_options, location_options, option, st
              "in search.toml (or --config); `search start` records it on the study it creates.")  # fmt: skip
 @option("--lr-param", default="lr", help="The study's learning-rate parameter.")
 @option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), envvar="SEARCH_CONFIG",
-        help="TOML file --apply writes to [./search.toml].")  # fmt: skip
+        is_eager=True, callback=lambda ctx, _, path: _defaults_from(ctx, path),
+        help="TOML file with defaults for these flags, and that --apply writes to (created if missing) "
+             "[./search.toml].")  # fmt: skip
 def lr_find(**kwargs: Any) -> None:
     """The learning-rate range test on the study's data and model: a suggested rate and a range to search.
 
@@ -73,6 +75,11 @@ def lr_find(**kwargs: Any) -> None:
     click.echo(f"  plot: {output}")
     if kwargs["apply"]:
         _apply(study, kwargs["lr_param"], found.low, found.high, kwargs["config_file"])
+
+
+def _defaults_from(ctx: click.Context, path: Path | None) -> Path | None:
+    """search.toml's defaults for lr-find; a --config that does not exist yet is the file --apply creates."""
+    return path if path is not None and not path.exists() else load_config(ctx, path)
 
 
 def _apply(study: Any, param: str, low: float, high: float, config_file: Path | None) -> None:

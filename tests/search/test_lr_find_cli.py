@@ -69,3 +69,13 @@ def test_set_command_default_keeps_the_file_and_replaces_its_own_key(tmp_path):
     )
     set_command_default(path, "start", "narrow", ["lr=0.002:0.02"])
     assert tomllib.loads(path.read_text()) == {"trials": 5, "start": {"workers": 2, "narrow": ["lr=0.002:0.02"]}}
+
+
+def test_lr_find_takes_its_flags_from_search_toml(cli, tmp_path):
+    (tmp_path / "search.toml").write_text('[search]\nstudy = "resmlp"\n[search.lr-find]\nsteps = 40\n')
+    proc = cli("lr-find", cwd=tmp_path, check=True)
+    steps = int(re.search(r"  (\d+) steps in", proc.stdout).group(1))
+    assert 10 <= steps <= 40, proc.stdout
+    (tmp_path / "search.toml").write_text("[search.lr-find]\nstepz = 40\n")
+    bad = cli("lr-find", "--study", "resmlp", cwd=tmp_path)
+    assert bad.returncode == 2 and "'stepz' is not a flag of `search lr-find` (did you mean 'steps'?)" in bad.stderr
