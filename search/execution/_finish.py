@@ -120,6 +120,21 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
     return TrialOutcome(trial.number, "FAIL", None, 0.0, time.perf_counter() - started, reason)
 
 
+def finish_unstarted(ctx: WorkerContext, trial: optuna.trial.Trial, exc: Exception, started: float) -> TrialOutcome:
+    """Fail a trial whose MLflow run could not be started (nothing trained, nothing to record in MLflow)."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    reason = f"MLflow run could not start: {fail_reason(exc)}"
+    log.warning("trial %d failed: %s", trial.number, reason)
+    try:
+        _record_attrs(ctx, trial, {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)})
+        _tell(ctx, trial, TrialState.FAIL, reason=reason)
+    except (TrialLostError, UpdateFinishedTrialError):
+        return TrialOutcome(trial.number, "LOST", None, 0.0, time.perf_counter() - started, "taken over by its retry")
+    return TrialOutcome(trial.number, "FAIL", None, 0.0, time.perf_counter() - started, reason)
+
+
 def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception, reason: str) -> None:
     _flush_quietly(run)
     try:

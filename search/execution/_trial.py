@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import heartbeat, retrying
 from search.exceptions import DatabaseUnavailableError
 from search.execution._context import TrialOutcome, WorkerContext
-from search.execution._finish import finish_failed, finish_ok
+from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
 from search.settings import params_dict
 from storage import set_user_attrs
@@ -40,7 +40,12 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     started = claimed_at or time.perf_counter()
     with heartbeat(ctx.coordinator, ctx.optuna_study, trial):
         base = logical_number(trial)
-        run = _start_run(ctx, trial, base)
+        try:
+            run = _start_run(ctx, trial, base)
+        except DatabaseUnavailableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. a tracking server's HTTP 500: this trial fails, not the worker
+            return finish_unstarted(ctx, trial, exc, started)
         ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None

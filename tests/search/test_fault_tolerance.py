@@ -853,3 +853,37 @@ def test_a_tell_that_lands_between_the_reapers_read_and_write_costs_nothing(tmp_
     others = [t for t in trials.values() if t.number != slow.number]
     assert all(t.state == TrialState.FAIL for t in others)  # the retry queued for it is cancelled, not WAITING
     assert coordinator.counts().finished_logical == 1
+
+
+def test_an_mlflow_error_at_run_start_fails_that_trial_and_the_worker_goes_on(tmp_path):
+    """A tracking server answering HTTP 500 when a trial's run is created ends that trial, not the worker."""
+    from mlflow.exceptions import MlflowException
+
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.execution import connect
+    from search.execution._trial import run_trial
+    from search.settings import SearchSettings
+
+    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=2, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": 0.0})  # fmt: skip
+    create_or_resume(loc, prepare(opts), 2)
+    ctx = connect(loc, "sleep", "test-worker")
+    start_child = ctx.tracker.start_child
+    calls = []
+
+    def server_error_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise MlflowException("API request to endpoint /api/2.0/mlflow/runs/create failed with error code 500")
+        return start_child(*args, **kwargs)
+
+    ctx.tracker.start_child = server_error_once  # type: ignore[method-assign]
+    first, _ = ctx.coordinator.claim(ctx.optuna_study)
+    failed = run_trial(ctx, first)
+    second, _ = ctx.coordinator.claim(ctx.optuna_study)
+    done = run_trial(ctx, second)
+    assert failed.state == "FAIL" and failed.reason.startswith("MLflow run could not start: MlflowException: API")
+    stored = ctx.coordinator.storage.get_trial(first._trial_id)
+    assert stored.state.name == "FAIL" and stored.user_attrs["fail_reason"] == failed.reason
+    assert done.state == "COMPLETE"  # the same worker trained the next trial
