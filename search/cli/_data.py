@@ -113,9 +113,8 @@ def delete(**kwargs: Any) -> None:
     Registered model versions are kept (a deployed champion is not this command's to remove).
     """
     from search.cli._open import open_existing_with_locations
-    from search.coordination import EXPERIMENT_ATTR
     from search.exceptions import SearchError
-    from search.tracking import Tracker, count_study_runs, delete_study_runs
+    from search.tracking import Tracker, delete_study_runs, find_study_runs, model_versions
 
     yes, force = kwargs.pop("yes"), kwargs.pop("force")
     coordinator, loc = open_existing_with_locations(kwargs)
@@ -123,22 +122,24 @@ def delete(**kwargs: Any) -> None:
     counts = coordinator.counts()
     running = counts.state("RUNNING") + counts.state("WAITING")
     if running and not force:
-        raise SearchError(f"study {name!r} has {running} running or waiting trials; stop its workers or give --force")
-    experiment_id = coordinator.load().user_attrs.get(EXPERIMENT_ATTR)
+        busy = f"{running} running or waiting trial{'s' * (running != 1)}"
+        raise SearchError(f"study {name!r} has {busy}; stop its workers or give --force")
     tracker = Tracker(loc.tracking())
-    runs = count_study_runs(tracker, str(experiment_id)) if experiment_id else 0
+    runs = find_study_runs(tracker, coordinator)
     checkpoints = loc.checkpoint_root / name
-    what = (f"study {name!r}: {counts.total} trials in the Optuna storage, {runs} MLflow runs"
+    what = (f"study {name!r}: {counts.total} trials in the Optuna storage, {len(runs.run_ids)} MLflow runs"
             + (f", checkpoints in {checkpoints}" if checkpoints.exists() else ""))  # fmt: skip
-    if not yes and not _confirm(f"delete {what}?"):
+    versions = model_versions(tracker, name)
+    kept = f"registered model {name!r} ({versions} version{'s' * (versions != 1)}) is kept" if versions else ""
+    if not yes and not _confirm(f"delete {what}?" + (f" ({kept})" if kept else "")):
         click.echo("nothing deleted")
         sys.exit(1)
-    if experiment_id:
-        delete_study_runs(tracker, str(experiment_id))
+    delete_study_runs(tracker, runs)
     shutil.rmtree(checkpoints, ignore_errors=True)
     coordinator.delete()
     click.echo(f"deleted {what}")
-    click.echo(f"registered model {name!r} and its versions are kept (delete them in MLflow if you want)")
+    if kept:
+        click.echo(f"{kept}: delete it in MLflow if you want")
 
 
 def _confirm(question: str) -> bool:

@@ -3,7 +3,14 @@
 from search.tracking._parent import open_parent_run, record_on_parent
 from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
 from search.tracking._profile import ProfileResult, profile_trial
-from search.tracking._registry import Champion, count_study_runs, delete_study_runs, read_champion
+from search.tracking._registry import (
+    Champion,
+    StudyRuns,
+    delete_study_runs,
+    find_study_runs,
+    model_versions,
+    read_champion,
+)
 from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
 from search.tracking._tracker import ROLE_TAG, STATE_TAG, RunLogger, Tracker
 
@@ -17,12 +24,14 @@ __all__ = [
     "STATE_TAG",
     "RetrainResult",
     "RunLogger",
+    "StudyRuns",
     "Tracker",
-    "count_study_runs",
     "delete_study_runs",
     "download_portable",
     "export_model",
+    "find_study_runs",
     "log_portable",
+    "model_versions",
     "open_parent_run",
     "pick_trial",
     "profile_trial",

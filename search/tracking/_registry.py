@@ -6,10 +6,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.tracking._retrain import CHAMPION
 
 if TYPE_CHECKING:
+    from search.coordination import Coordinator
     from search.tracking._tracker import Tracker
+
+_PAGE = 5000
+"""Runs per search request while listing a study's runs."""
 
 
 @dataclass(frozen=True)
@@ -42,19 +47,67 @@ def read_champion(tracker: Tracker, model_name: str) -> Champion | None:
     )  # fmt: skip
 
 
-def count_study_runs(tracker: Tracker, experiment_id: str) -> int:
-    return len(tracker.client.search_runs([experiment_id], max_results=50000))
+def model_versions(tracker: Tracker, model_name: str) -> int:
+    """How many versions the registry holds under ``model_name`` (0 when there is no such model)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return len(tracker.client.search_model_versions(f"name = '{model_name}'"))
+    except MlflowException:
+        return 0
 
 
-def delete_study_runs(tracker: Tracker, experiment_id: str) -> int:
-    """Delete the study's experiment and every run in it; the number of runs.
+@dataclass(frozen=True)
+class StudyRuns:
+    """A study's MLflow runs: its parent run and every run under it (trials, their retries, retrains)."""
+
+    experiment_id: str | None
+    run_ids: tuple[str, ...] = ()
+    shared: bool = False
+    """The experiment also holds runs that are not this study's (a study of the same name in another
+    storage writes to the same experiment): only this study's runs may go, not the experiment."""
+
+
+def find_study_runs(tracker: Tracker, coordinator: Coordinator) -> StudyRuns:
+    """The study's active runs, found from the experiment and parent run the study recorded."""
+    attrs = coordinator.load().user_attrs
+    experiment_id, parent = attrs.get(EXPERIMENT_ATTR), attrs.get(PARENT_RUN_ATTR)
+    if not experiment_id or not parent:
+        return StudyRuns(str(experiment_id) if experiment_id else None)
+    experiment_id, parent = str(experiment_id), str(parent)
+    everything = _run_ids(tracker, experiment_id, None)
+    ours = [parent] if parent in everything else []
+    ours += _run_ids(tracker, experiment_id, f"tags.`mlflow.parentRunId` = '{parent}'")
+    return StudyRuns(experiment_id, tuple(ours), shared=not set(everything) <= set(ours))
+
+
+def delete_study_runs(tracker: Tracker, runs: StudyRuns) -> None:
+    """Delete the study's runs, and its experiment when nothing else is in it.
 
     The experiment is renamed first: MLflow restores a deleted experiment's runs with it, and a new
     study of the same name must start with an experiment of its own.
     """
+    if runs.experiment_id is None:
+        return
     client = tracker.client
-    runs = count_study_runs(tracker, experiment_id)
-    experiment = client.get_experiment(experiment_id)
-    client.rename_experiment(experiment_id, f"{experiment.name}-deleted-{int(time.time())}")
-    client.delete_experiment(experiment_id)
-    return runs
+    if runs.shared:
+        for run_id in runs.run_ids:
+            client.delete_run(run_id)
+        return
+    experiment = client.get_experiment(runs.experiment_id)
+    if experiment.lifecycle_stage == "deleted":
+        return
+    client.rename_experiment(runs.experiment_id, f"{experiment.name}-deleted-{int(time.time())}")
+    client.delete_experiment(runs.experiment_id)  # and every run in it, in one transaction
+
+
+def _run_ids(tracker: Tracker, experiment_id: str, filter_string: str | None) -> list[str]:
+    """Ids of the experiment's active runs that match, every page of them."""
+    ids: list[str] = []
+    token = None
+    while True:
+        page = tracker.client.search_runs([experiment_id], filter_string or "", max_results=_PAGE, page_token=token)
+        ids += [run.info.run_id for run in page]
+        token = page.token
+        if not token:
+            return ids

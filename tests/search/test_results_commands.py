@@ -97,32 +97,107 @@ def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
     assert page.count('<tr class="complete">') + page.count('<tr class="pruned">') == 2
 
 
-def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli):
+def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli, search_main, monkeypatch):
     from mlflow import MlflowClient
 
     uri = f"sqlite:///{retrained / '.search' / 'mlflow.db'}"
     client = MlflowClient(uri, uri)  # the registry too: never a URI another test left behind
+    flags = ["--study", "resmlp", "--project-dir", str(retrained / ".search")]
+    run_ids = [r["mlflow_run_id"] for r in json.loads(search_main(["trials", *flags, "--json"])[1])]
+    champion_run = client.get_model_version_by_alias("resmlp", "champion").run_id
     (retrained / ".search" / "checkpoints" / "resmlp" / "trial-9").mkdir(parents=True)
-    declined = cli("delete", "--study", "resmlp", cwd=retrained)  # stdin is empty: the answer is no
-    assert declined.returncode == 1 and "nothing deleted" in declined.stdout
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    code, out, _ = search_main(["delete", *flags])
+    assert code == 1 and "nothing deleted" in out
+    assert "delete study 'resmlp': 2 trials in the Optuna storage, 4 MLflow runs, checkpoints in" in out
+    assert "registered model 'resmlp' (1 version) is kept" in out
     assert cli("status", "--study", "resmlp", cwd=retrained).returncode == 0
 
     proc = cli("delete", "--study", "resmlp", "--yes", cwd=retrained, check=True)
     assert "deleted study 'resmlp': 2 trials" in proc.stdout
     gone = cli("status", "--study", "resmlp", cwd=retrained)
-    assert gone.returncode == 2 and "does not exist" in gone.stderr
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "does not exist" in gone.stderr
     assert client.get_experiment_by_name("resmlp") is None
+    assert all(client.get_run(r).info.lifecycle_stage == "deleted" for r in [*run_ids, champion_run])
+    assert not client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                  "tags.`hpsearch.study` = 'resmlp'")  # fmt: skip
     assert not (retrained / ".search" / "checkpoints" / "resmlp").exists()
     assert str(client.get_model_version_by_alias("resmlp", "champion").version) == "1"  # the registry is kept
-    # The other study is untouched, and a new study of the same name starts clean.
+    # The other study is untouched.
     assert cli("status", "--study", SLEEP_STUDY, cwd=retrained).returncode == 0
     assert client.search_runs([client.get_experiment_by_name("sleep").experiment_id])
 
 
-@pytest.mark.postgres
-def test_delete_on_postgres_removes_the_study(cli, tmp_path, pg_url):
-    cli("start", "--study", SLEEP_STUDY, "--trials", "1", "--workers", "1", "--study-option", "epoch_seconds=0",
-        "--no-retrain", "--storage", pg_url, cwd=tmp_path, check=True)  # fmt: skip
-    cli("delete", "--name", "sleep", "--yes", "--storage", pg_url, cwd=tmp_path, check=True)
-    gone = cli("status", "--name", "sleep", "--storage", pg_url, cwd=tmp_path)
-    assert gone.returncode == 2 and "does not exist" in gone.stderr
+def test_trials_state_filter_and_table(demo_study, search_main):
+    code, out, _ = search_main(["trials", *demo_study.flags(), "--json", "--state", "pruned"])
+    assert code == 0 and [r["number"] for r in json.loads(out)] == [1, 5]
+    code, out, _ = search_main(["trials", *demo_study.flags(), "--json", "--state", "pruned", "--state", "running"])
+    assert [(r["number"], r["state"]) for r in json.loads(out)] == [(1, "PRUNED"), (5, "PRUNED"), (6, "RUNNING")]
+    code, out, _ = search_main(["trials", *demo_study.flags(), "--csv", "--state", "complete"])
+    table = list(csv.DictReader(io.StringIO(out)))
+    assert [(r["number"], r["value"], r["params.width"]) for r in table] == [("0", "0.5", "64"), ("2", "0.4", "192"),
+                                                                              ("4", "0.55", "320")]  # fmt: skip
+    code, out, _ = search_main(["trials", *demo_study.flags()])
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 8
+    assert lines[3].split()[:2] == ["2", "COMPLETE"] and "lr=0.001 width=192" in lines[3]
+    assert lines[4].split()[:2] == ["3", "FAIL"] and lines[4].endswith("diverged at epoch 1")
+    assert lines[7].split()[:2] == ["6", "RUNNING"] and "nodeB:22:0" in lines[7]
+
+
+def test_best_without_a_complete_trial_is_one_line(tmp_path, make_demo, search_main):
+    import storage
+
+    demo = make_demo(storage.sqlite_url(tmp_path / "optuna.db"), tmp_path, trials=0)
+    code, out, err = search_main(["best", *demo.flags()])
+    assert (code, out, err) == (2, "", "error: study 'demo' has no complete trial yet\n")
+
+
+def test_best_without_a_champion(faulty, search_main):
+    flags = ["--name", "faulty", "--project-dir", str(faulty / ".search")]
+    code, out, _ = search_main(["best", *flags, "--json"])
+    result = json.loads(out)
+    complete = [t for t in _optuna_trials(faulty, "faulty") if t.state.name == "COMPLETE"]
+    assert code == 0 and result["trial"] == complete[0].number and result["champion"] is None
+    assert "champion: none registered yet" in search_main(["best", *flags])[1]
+
+
+def test_delete_refuses_while_trials_run_and_asks_first(study_url, tmp_path, make_demo, search_main, monkeypatch):
+    demo = make_demo(study_url, tmp_path / "project", tracking=True)
+    flags = demo.flags()
+    code, _, err = search_main(["delete", *flags, "--yes"])
+    assert (code, err) == (2, "error: study 'demo' has 1 running or waiting trial; stop its workers or give --force\n")
+    for answer in ("n\n", ""):  # no, and no answer at all (stdin closed)
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        code, out, _ = search_main(["delete", *flags, "--force"])
+        assert code == 1 and "delete study 'demo': 7 trials in the Optuna storage, 1 MLflow runs?" in out
+        assert out.rstrip().endswith("nothing deleted")
+        assert search_main(["status", *flags])[0] == 0
+    code, out, _ = search_main(["delete", *flags, "--force", "--yes"])
+    assert code == 0 and out.splitlines() == ["deleted study 'demo': 7 trials in the Optuna storage, 1 MLflow runs"]
+    code, _, err = search_main(["status", *flags])
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+
+
+def test_delete_keeps_a_same_named_study_that_shares_the_experiment(tmp_path, make_demo, search_main):
+    """Two studies named alike in two storages write to one MLflow experiment: only one study's runs go."""
+    import storage
+    from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+    from search.tracking import Tracker
+
+    project = tmp_path / "project"
+    ours, theirs = (make_demo(storage.sqlite_url(project / db), project, running=False, tracking=True)
+                    for db in ("optuna.db", "other.db"))  # fmt: skip
+    client = Tracker(storage.resolve_tracking(None, project)).client
+    runs = {}
+    for demo in (ours, theirs):
+        attrs = Coordinator.existing(demo.url, demo.name).load().user_attrs
+        experiment, parent = str(attrs[EXPERIMENT_ATTR]), str(attrs[PARENT_RUN_ATTR])
+        child = client.create_run(experiment, tags={"mlflow.parentRunId": parent}).info.run_id
+        runs[demo.url] = {parent, child}
+    code, out, _ = search_main(["delete", *ours.flags(), "--yes"])
+    assert code == 0 and "6 trials in the Optuna storage, 2 MLflow runs" in out
+    assert {r.info.run_id for r in client.search_runs([experiment])} == runs[theirs.url]
+    assert client.get_experiment(experiment).name == "demo"
+    assert all(client.get_run(r).info.lifecycle_stage == "deleted" for r in runs[ours.url])
+    assert search_main(["status", *theirs.flags()])[0] == 0
