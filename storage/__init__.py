@@ -5,11 +5,12 @@ defaults (SQLite files under a project directory) need no server; PostgreSQL URL
 with pre-ping and TCP keepalive. Passwords never appear in what this package returns as text.
 """
 
+from storage._claim import create_running_trial, pop_waiting_trial
 from storage._counts import TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, stale_trials
-from storage._lock import study_lock
+from storage._lock import DEFAULT_HOLD_S, LockBusy, check_lock, study_lock
 from storage._mlflow import (
     TRACKING_MAX_OVERFLOW,
     TRACKING_POOL_SIZE,
@@ -30,6 +31,8 @@ from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_u
 
 __all__ = [
     "DEFAULT_DIRNAME",
+    "DEFAULT_HOLD_S",
+    "LockBusy",
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",
@@ -39,10 +42,12 @@ __all__ = [
     "TrackingLocation",
     "bound_tracking_pool",
     "check_connection",
+    "check_lock",
     "check_writable",
     "count_trials",
     "count_trials_and_attr",
     "create_engine",
+    "create_running_trial",
     "describe",
     "ensure_project_dir",
     "explain_db_error",
@@ -52,6 +57,7 @@ __all__ = [
     "mask",
     "normalize_db_url",
     "open_optuna_storage",
+    "pop_waiting_trial",
     "prepare_sqlite_tracking",
     "resolve_tracking",
     "retried_trial_numbers",

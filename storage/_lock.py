@@ -1,4 +1,14 @@
-"""A study-wide mutex: claiming a trial (count, then create) must not interleave across workers."""
+"""A study-wide mutex: claiming a trial (count, then create) must not interleave across workers.
+
+On PostgreSQL the lock is a transaction-scoped advisory lock, taken in a transaction that the
+server ends by itself when its holder goes quiet: ``idle_in_transaction_session_timeout`` is set
+for that transaction alone. A holder that freezes (SIGSTOP, a swapped-out VM, a node that lost its
+network) therefore blocks the study for at most ``hold_s`` seconds, not until TCP notices a dead
+peer (hours by default). Writes made on the lock's own connection commit only if the lock was
+still held: a frozen holder that wakes after the server ended its transaction finds its connection
+gone and its writes never land (see ``storage._claim``). A transaction-scoped lock also behaves
+under PgBouncer's transaction pooling, where a session lock would outlive its transaction.
+"""
 
 from __future__ import annotations
 
@@ -9,32 +19,61 @@ from collections.abc import Iterator
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
+from storage._errors import StorageError
 from storage._urls import is_postgres, sqlite_path
+
+DEFAULT_HOLD_S = 60.0
+MIN_HOLD_S = 5.0
+"""A legitimate holder runs a few statements; below this a loaded machine could lose the lock."""
+SQLITE_WAIT_S = 120
+
+
+class LockBusy(StorageError):
+    """``study_lock(wait=False)`` found the lock held by another process."""
 
 
 @contextlib.contextmanager
-def study_lock(engine: Engine, url: str, study_name: str) -> Iterator[Connection | None]:
+def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEFAULT_HOLD_S,
+               wait: bool = True) -> Iterator[Connection | None]:  # fmt: skip
     """Hold an exclusive, study-scoped lock for the body.
 
-    PostgreSQL: a session advisory lock on a dedicated connection (released when that connection
-    ends, so a worker that dies while holding it cannot wedge the study). SQLite: an OS file lock
-    next to the database file, released by the kernel when the process dies.
+    PostgreSQL: yields the connection whose transaction holds the lock; what the body writes on it
+    commits with the lock's release, and only if the lock was held throughout. The server ends the
+    transaction, and so frees the lock, once it has waited ``hold_s`` seconds for the holder's next
+    statement. SQLite: an OS file lock next to the database file, released by the kernel when the
+    process dies; yields None. ``wait=False`` raises :class:`LockBusy` at once instead of waiting.
     """
+    key = _lock_key(study_name)
     if is_postgres(url):
-        key = _lock_key(study_name)
         with engine.connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            try:
-                yield conn
-            finally:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                conn.commit()
+            timeout_ms = int(1000 * max(hold_s, MIN_HOLD_S))
+            conn.execute(sqlalchemy.text(f"SET LOCAL idle_in_transaction_session_timeout = {timeout_ms}"))
+            if wait:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            elif not conn.execute(sqlalchemy.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": key}).scalar():
+                conn.rollback()
+                raise LockBusy(f"the lock of study {study_name!r} is held by another process")
+            yield conn
+            conn.commit()  # the body's writes on ``conn`` and the lock's release, at once
         return
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
-    db = sqlite_path(url)
-    with FileLock(str(db) + f".{_lock_key(study_name)}.lock", timeout=120):
+    try:
+        lock = FileLock(str(sqlite_path(url)) + f".{key}.lock", timeout=SQLITE_WAIT_S if wait else 0)
+        lock.acquire()
+    except Timeout:
+        raise LockBusy(f"the lock of study {study_name!r} is held by another process") from None
+    try:
         yield None
+    finally:
+        lock.release()
+
+
+def check_lock(conn: Connection | None) -> None:
+    """Raise the connection's error if the transaction behind ``conn`` (from :func:`study_lock`) is
+    gone, and with it the lock: a check before a write made on another connection. SQLite: no-op."""
+    if conn is not None:
+        conn.execute(sqlalchemy.text("SELECT 1"))
 
 
 def _lock_key(study_name: str) -> int:

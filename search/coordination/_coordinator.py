@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,9 +16,12 @@ from search.exceptions import SearchError, StudyMismatchError, StudyNotFoundErro
 from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import optuna
     from optuna.storages import RDBStorage
     from optuna.trial import FrozenTrial
+    from sqlalchemy.engine import Connection
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,7 @@ class Coordinator:
         """
 
         def attempt() -> int:
-            with st.study_lock(self.storage.engine, self.url, self.study_name):
+            with self.lock():
                 study_id = self.storage.get_study_id_from_name(self.study_name)
                 ordinal = int(self.storage.get_study_user_attrs(study_id).get(WORKERS_ATTR, 0))
                 self.storage.set_study_user_attr(study_id, WORKERS_ATTR, ordinal + 1)
@@ -202,8 +206,9 @@ class Coordinator:
         def open_trial() -> optuna.trial.Trial:
             if self.storage.get_heartbeat_interval():
                 self.storage.record_heartbeat(trial_id)
-            # What study.ask() does once it has a trial id: the sampler looks at the study now.
-            study._thread_local.cached_all_trials = None
+            # What study.ask() does once it has a trial id: the sampler looks at the study now. Read
+            # it here, so Optuna's per-process cache knows a trial created on the lock's connection.
+            study._thread_local.cached_all_trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return optuna.Trial(study, trial_id)
 
         trial = retrying(open_trial, "claiming a trial")
@@ -211,26 +216,44 @@ class Coordinator:
         return trial, counts
 
     def _take(self, study: optuna.Study) -> tuple[int | None, st.TrialCounts]:
-        """Under the study lock: the id of a queued retry or of a new trial, unless the budget is spent."""
-        with st.study_lock(self.storage.engine, self.url, self.study_name) as conn:
+        """Under the study lock: the id of a queued retry or of a new trial, unless the budget is spent.
+
+        On PostgreSQL the trial is taken on the lock's own connection, so it commits only while the
+        lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
+        """
+        with self.lock() as conn:
             counts, budget = st.count_trials_and_attr(conn or self.storage.engine, study._study_id, BUDGET_ATTR)
             if counts.state("WAITING"):
-                popped = study._pop_waiting_trial_id()
+                popped = study._pop_waiting_trial_id() if conn is None else st.pop_waiting_trial(conn, study._study_id)
                 if popped is not None:
                     return popped, counts
             if counts.logical >= int(budget or 0):
                 return None, counts
-            return study._storage.create_new_trial(study._study_id), counts
+            if conn is None:
+                return study._storage.create_new_trial(study._study_id), counts
+            return st.create_running_trial(conn, study._study_id), counts
+
+    def lock(self, wait: bool = True) -> AbstractContextManager[Connection | None]:
+        """The study lock, held at most about one grace period by a holder that stops answering."""
+        hold = float(self.storage.grace_period or st.DEFAULT_HOLD_S)
+        return st.study_lock(self.storage.engine, self.url, self.study_name, hold_s=hold, wait=wait)
 
     def reap(self, study: optuna.Study) -> list[FrozenTrial]:
         """Fail trials whose worker stopped heartbeating and queue their retries (see ``_reaper``)."""
-        dead = retrying(lambda: reap_dead_trials(self.storage, self.url, study), "reaping dead trials")
+        dead = retrying(lambda: reap_dead_trials(self.storage, study, self.lock), "reaping dead trials")
         self.report_reaped(dead)
         return dead
 
     def reap_once(self, study: optuna.Study) -> None:
-        """One reaping pass without riding out an outage (for a heartbeat thread, which tries again soon)."""
-        self.report_reaped(reap_dead_trials(self.storage, self.url, study))
+        """One reaping pass for a heartbeat thread, which must keep beating whatever happens elsewhere.
+
+        It neither rides out an outage (it tries again soon) nor waits for a study lock held by
+        another process, and it ends the dead trials' MLflow runs in a thread of their own: a
+        tracking server that hangs or retries for minutes must not delay the next heartbeat.
+        """
+        dead = reap_dead_trials(self.storage, study, self.lock, wait=False)
+        if dead and self.on_reaped is not None:
+            threading.Thread(target=self.report_reaped, args=(dead,), name="end-dead-runs", daemon=True).start()
 
     def report_reaped(self, dead: list[FrozenTrial]) -> None:
         if self.on_reaped is not None:

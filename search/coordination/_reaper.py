@@ -15,9 +15,15 @@ import storage as st
 from search.coordination._resilience import OUTAGE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
     import optuna
     from optuna.storages import RDBStorage
     from optuna.trial import FrozenTrial
+    from sqlalchemy.engine import Connection
+
+    StudyLock = AbstractContextManager[Connection | None]
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +65,13 @@ class RetryDeadTrial:
         return self.storage.create_new_trial(study._study_id, template_trial=template)
 
 
-def reap_dead_trials(storage: RDBStorage, url: str, study: optuna.Study) -> list[FrozenTrial]:
+def reap_dead_trials(storage: RDBStorage, study: optuna.Study, lock: Callable[[bool], StudyLock],
+                     wait: bool = True) -> list[FrozenTrial]:  # fmt: skip
     """Fail the study's dead trials and queue their retries; return the trials this call failed.
 
-    The study lock is taken only when a cheap look finds a dead trial. Under the lock a claim
-    never sees a dead trial failed but its retry not yet queued.
+    The study lock (``lock(wait)``) is taken only when a cheap look finds a dead trial. Under the
+    lock a claim never sees a dead trial failed but its retry not yet queued. With ``wait=False``
+    a lock held elsewhere skips this pass: a heartbeat thread never waits for the study lock.
     """
     interval = storage.get_heartbeat_interval()
     if not interval:
@@ -77,8 +85,16 @@ def reap_dead_trials(storage: RDBStorage, url: str, study: optuna.Study) -> list
     # one grace period to beat again before anything counts as dead.
     if not find() or OUTAGE.within(grace):
         return []
-    with st.study_lock(storage.engine, url, study.study_name):
-        dead = [_fail_and_retry(storage, study, trial_id, grace) for trial_id in find()]
+    dead: list[FrozenTrial | None] = []
+    try:
+        with lock(wait) as conn:
+            for trial_id in find():
+                # A reaper that froze in here may have lost the lock to another: it stops writing
+                # (a lost connection, retried like any other) rather than fail a trial twice.
+                st.check_lock(conn)
+                dead.append(_fail_and_retry(storage, study, trial_id, grace))
+    except st.LockBusy:
+        return []  # someone else is claiming or reaping; the next pass looks again
     return [trial for trial in dead if trial is not None]
 
 

@@ -1,0 +1,41 @@
+"""A claim's write, fenced by the study lock: it commits with the lock's transaction or not at all.
+
+Optuna creates a trial on a connection of its own, which a worker that froze inside the study
+lock would still use after the server had ended its lock transaction and other workers had
+claimed the last trials: one trial over the budget. Made on the lock's connection, the same write
+fails with that connection instead. The statements are the ones Optuna's ``RDBStorage`` runs
+(``_create_new_trial`` and ``set_trial_state_values(RUNNING)``), and the trial they leave is the
+one it would: numbered by the study's earlier trials, started now by this node's clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy
+from sqlalchemy.engine import Connection
+
+# Optuna serialises trial creation on the study's row (``find_or_raise_by_id(..., for_update=True)``);
+# taking the same row lock keeps numbers unique against a creator that is not behind our lock.
+_LOCK_STUDY = sqlalchemy.text("SELECT study_id FROM studies WHERE study_id = :sid FOR UPDATE")
+_CREATE = sqlalchemy.text(
+    "INSERT INTO trials (number, study_id, state, datetime_start) "
+    "VALUES ((SELECT count(*) FROM trials WHERE study_id = :sid), :sid, 'RUNNING', :now) RETURNING trial_id"
+)
+_POP = sqlalchemy.text(
+    "UPDATE trials SET state = 'RUNNING', datetime_start = :now WHERE state = 'WAITING' AND trial_id = "
+    "(SELECT min(trial_id) FROM trials WHERE study_id = :sid AND state = 'WAITING') RETURNING trial_id"
+)
+
+
+def create_running_trial(conn: Connection, study_id: int) -> int:
+    """Insert a new RUNNING trial of the study in ``conn``'s transaction; its id."""
+    conn.execute(_LOCK_STUDY, {"sid": study_id})
+    # A statement after the row lock: its snapshot sees every trial committed before the lock was ours.
+    return int(conn.execute(_CREATE, {"sid": study_id, "now": datetime.now()}).scalar_one())
+
+
+def pop_waiting_trial(conn: Connection, study_id: int) -> int | None:
+    """Turn the study's oldest WAITING trial (a queued retry) RUNNING in ``conn``'s transaction; its id."""
+    trial_id = conn.execute(_POP, {"sid": study_id, "now": datetime.now()}).scalar()
+    return None if trial_id is None else int(trial_id)

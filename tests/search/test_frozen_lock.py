@@ -1,0 +1,132 @@
+"""A process that freezes inside the study lock (SIGSTOP, a node that lost its network) on the real
+PostgreSQL server: nobody waits for it longer than about one grace period, heartbeats never wait
+for the lock, and when it wakes it writes nothing the others have not already decided."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
+GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
+
+# A worker's claim that stops itself right after counting, inside the lock, and reports what it got
+# once it is woken.
+FROZEN_CLAIM = textwrap.dedent(
+    """
+    import os, signal, sys
+    import storage
+    from search.coordination import Coordinator
+
+    counted = storage.count_trials_and_attr
+    def count_then_freeze(*args, **kwargs):
+        result = counted(*args, **kwargs)
+        if not os.environ.get("THAWED"):
+            os.environ["THAWED"] = "1"
+            print("frozen", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return result
+    storage.count_trials_and_attr = count_then_freeze
+
+    coordinator = Coordinator(sys.argv[1], sys.argv[2])
+    study = coordinator.load()
+    trial, counts = coordinator.claim(study)
+    print("claimed", None if trial is None else trial.number, flush=True)
+    """
+)
+
+
+def _study(url: str, name: str, trials: int):
+    from search.cli import StartOptions, prepare
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    settings = SearchSettings(heartbeat_interval=1, grace_period=GRACE_S)
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=settings)).record
+    coordinator = Coordinator(url, name)
+    study, _ = coordinator.create_or_resume(record, trials)
+    return coordinator, study
+
+
+def _wait_stopped(pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "T":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never stopped inside the lock")
+
+
+def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it_wakes(pg_url):
+    from optuna.trial import TrialState
+
+    coordinator, study = _study(pg_url, "frozen", trials=2)
+    child = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_CLAIM, pg_url, "frozen"], cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _wait_stopped(child.pid)
+        claimed: list[int | None] = []
+
+        def claim_the_budget() -> None:
+            for _ in range(3):
+                trial, _counts = coordinator.claim(study)
+                claimed.append(None if trial is None else trial.number)
+
+        live = threading.Thread(target=claim_the_budget, daemon=True)
+        live.start()
+        # The server ends the frozen holder's transaction after the hold time (the grace period).
+        live.join(timeout=GRACE_S + 30)
+        assert not live.is_alive(), "a live worker is still waiting for a lock held by a frozen one"
+        assert claimed == [0, 1, None]  # the whole budget went to the live worker
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.splitlines() == ["frozen", "claimed None"], err  # woke, found the budget spent
+    trials = study.get_trials(deepcopy=False)
+    assert [t.number for t in trials] == [0, 1]  # nothing created behind the others' backs
+    assert all(t.state == TrialState.RUNNING for t in trials)
+
+
+def test_a_heartbeat_thread_never_waits_for_the_study_lock(pg_url):
+    """With a dead trial to reap and the lock held elsewhere, the heartbeat's reaping pass skips."""
+    import storage
+
+    coordinator, study = _study(pg_url, "busy", trials=2)
+    dead, _ = coordinator.claim(study)
+    time.sleep(GRACE_S + 1.5)  # it never beats again: dead
+    holding, release, released = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        engine = storage.create_engine(pg_url)
+        with storage.study_lock(engine, pg_url, "busy"):
+            holding.set()
+            release.wait(60)
+        released.set()
+        engine.dispose()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert holding.wait(30)
+    try:
+        coordinator.reap_once(study)  # before the fix: blocked until the holder let go
+        assert not released.is_set()
+    finally:
+        release.set()
+        holder.join(30)
+    assert study.get_trials(deepcopy=False)[0].state.name == "RUNNING"  # skipped, not reaped
+    assert [t.number for t in coordinator.reap(study)] == [dead.number]  # a waiting reaper does reap
