@@ -13,6 +13,7 @@ from search.coordination._reaper import FAIL_REASON_ATTR, RetryDeadTrial, reap_d
 from search.coordination._resilience import (
     ENV_OUTAGE_LIMIT,
     OUTAGE,
+    TRACKING_OUTAGE,
     attempt,
     is_connection_error,
     outage_limit,
@@ -27,6 +28,7 @@ __all__ = [
     "EXPERIMENT_ATTR",
     "FAIL_REASON_ATTR",
     "OUTAGE",
+    "TRACKING_OUTAGE",
     "PARENT_RUN_ATTR",
     "SPEC_ATTR",
     "WORKERS_ATTR",

@@ -124,6 +124,10 @@ class _Outage:
 
 
 OUTAGE = _Outage()
+"""The Optuna database, as this process sees it (what the reaper's grace after an outage looks at)."""
+TRACKING_OUTAGE = _Outage()
+"""The MLflow tracking store: an outage of its own, so successful Optuna calls (the heartbeat, the
+main thread's reports) neither reset its clock nor hide it, and it never delays reaping."""
 
 
 def _brief(exc: BaseException) -> str:
@@ -136,7 +140,7 @@ def _brief(exc: BaseException) -> str:
     return mask(text.splitlines()[0]) if text else type(inner).__name__
 
 
-def retrying(call: Callable[[], T], what: str) -> T:
+def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) -> T:
     """``call()``, retried with capped exponential backoff while the database is unreachable.
 
     ``what`` completes "database connection lost while ..." (e.g. "claiming a trial"). Only
@@ -146,6 +150,7 @@ def retrying(call: Callable[[], T], what: str) -> T:
     Raises:
         DatabaseUnavailableError: the outage lasted longer than ``--db-outage-limit``.
     """
+    outage = outage or OUTAGE  # the Optuna database unless told otherwise
     delay = FIRST_DELAY_S
     while True:
         try:
@@ -153,7 +158,7 @@ def retrying(call: Callable[[], T], what: str) -> T:
         except Exception as exc:
             if not is_connection_error(exc):
                 raise
-            down, limit = OUTAGE.failed(what, exc), outage_limit()
+            down, limit = outage.failed(what, exc), outage_limit()
             if down >= limit:
                 raise DatabaseUnavailableError(
                     f"database unreachable for {down:.0f} s while {what} (limit --db-outage-limit {limit:g}): "
@@ -162,7 +167,7 @@ def retrying(call: Callable[[], T], what: str) -> T:
             time.sleep(min(delay * random.uniform(0.8, 1.2), limit - down + 0.1))
             delay = min(2 * delay, MAX_DELAY_S)
             continue
-        OUTAGE.succeeded()
+        outage.succeeded()
         return result
 
 
@@ -180,9 +185,10 @@ def attempt(call: Callable[[], Any], what: str) -> bool:
 
 
 class _Retrying:
-    def __init__(self, target: Any, what: str) -> None:
+    def __init__(self, target: Any, what: str, outage: _Outage | None) -> None:
         self._target = target
         self._what = what
+        self._outage = outage
 
     def __getattr__(self, name: str) -> Any:
         member = getattr(self._target, name)
@@ -191,11 +197,11 @@ class _Retrying:
 
         @functools.wraps(member)
         def call(*args: Any, **kwargs: Any) -> Any:
-            return retrying(lambda: member(*args, **kwargs), f"{self._what} ({name})")
+            return retrying(lambda: member(*args, **kwargs), f"{self._what} ({name})", self._outage)
 
         return call
 
 
-def resilient(target: T, what: str) -> T:
+def resilient(target: T, what: str, outage: _Outage | None = None) -> T:
     """``target`` with every method call going through :func:`retrying` (for an MLflow client)."""
-    return cast(T, _Retrying(target, what))
+    return cast(T, _Retrying(target, what, outage))

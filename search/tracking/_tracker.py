@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import resilient
+from search.coordination import TRACKING_OUTAGE, resilient
 from storage import TrackingLocation, mask
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Tracker:
         self.location = location
         # A database-backed store can restart under a worker: ride it out like Optuna's storage.
         client = MlflowClient(location.tracking_uri, location.registry_uri)
-        self.client: MlflowClient = resilient(client, "using MLflow")
+        self.client: MlflowClient = resilient(client, "using MLflow", TRACKING_OUTAGE)
         self._writer = _Writer()
         db_log = logging.getLogger("mlflow.store.db.utils")
         if not db_log.isEnabledFor(logging.DEBUG):  # it logs every lost connection with a traceback
