@@ -30,6 +30,7 @@ ENV_OUTAGE_LIMIT = "SEARCH_DB_OUTAGE_LIMIT"
 DEFAULT_OUTAGE_LIMIT_S = 120.0
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 8.0
+TRANSIENT_RERUNS = 5
 # Errors of the OperationalError family that no amount of waiting fixes.
 _PERMANENT = ("password authentication failed", "no password supplied", "does not exist")
 
@@ -72,16 +73,52 @@ def is_connection_error(exc: BaseException) -> bool:
     return False
 
 
+# SQLSTATEs that mean the connection itself is gone: class 08 (connection exception), the server
+# shutting down or starting, and the server ending an idle transaction (a study lock's holder that
+# froze). Any other SQLSTATE is an answer from a live server: a statement timeout, a deadlock, a
+# constraint; waiting out an "outage" would hide it.
+_GONE_CLASS = "08"
+_GONE = frozenset({"57P01", "57P02", "57P03", "25P03"})
+# A live server's answers that mean "run the same thing again": a deadlock victim, a serialization
+# failure. Retried a few times at once, not counted as an outage.
+TRANSIENT = frozenset({"40P01", "40001"})
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The PostgreSQL SQLSTATE behind ``exc`` (psycopg2's ``pgcode``, psycopg 3's ``sqlstate``), if any."""
+    for inner in (exc, getattr(exc, "orig", None)):
+        code = getattr(inner, "pgcode", None) or getattr(inner, "sqlstate", None)
+        if isinstance(code, str) and code:
+            return code
+    return None
+
+
 def _is_lost_connection(exc: BaseException) -> bool:
+    import sqlite3
+
     from sqlalchemy import exc as sa_exc
 
     if any(text in str(exc) for text in _PERMANENT):
         return False
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
+    code = sqlstate(exc)
+    if code is not None:
+        return code.startswith(_GONE_CLASS) or code in _GONE
+    if isinstance(exc, sqlite3.Error) or isinstance(getattr(exc, "orig", None), sqlite3.Error):
+        return False  # "database is locked" (past the busy timeout), a full disk: the file is there
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
         return True
     return any(_is_driver_error(exc, driver) for driver in ("psycopg2", "psycopg"))
+
+
+def _is_transient(exc: BaseException) -> bool:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return any(sqlstate(inner) in TRANSIENT for inner in chain)
 
 
 def _is_driver_error(exc: BaseException, driver: str) -> bool:
@@ -143,19 +180,27 @@ def _brief(exc: BaseException) -> str:
 def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) -> T:
     """``call()``, retried with capped exponential backoff while the database is unreachable.
 
-    ``what`` completes "database connection lost while ..." (e.g. "claiming a trial"). Only
-    connection errors are retried; any other error propagates at once. ``call`` must be safe to
-    repeat: a write whose reply was lost may have committed.
+    ``what`` completes "database connection lost while ..." (e.g. "claiming a trial"). Only a
+    lost or refused connection starts the outage clock. A deadlock victim or a serialization
+    failure is run again at once, a few times, without counting as an outage; any other error (a
+    statement timeout, SQLite's "database is locked" past its busy timeout) propagates at once.
+    ``call`` must be safe to repeat: a write whose reply was lost may have committed.
 
     Raises:
         DatabaseUnavailableError: the outage lasted longer than ``--db-outage-limit``.
     """
     outage = outage or OUTAGE  # the Optuna database unless told otherwise
     delay = FIRST_DELAY_S
+    reruns = TRANSIENT_RERUNS
     while True:
         try:
             result = call()
         except Exception as exc:
+            if reruns and _is_transient(exc):
+                reruns -= 1
+                log.debug("%s: %s; running it again", what, _brief(exc))
+                time.sleep(random.uniform(0.05, 0.5))
+                continue
             if not is_connection_error(exc):
                 raise
             down, limit = outage.failed(what, exc), outage_limit()
