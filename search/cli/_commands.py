@@ -16,6 +16,7 @@ from search.cli._options import (
     option,
     outage_option,
     stack,
+    stall_timeout_option,
     study_name_option,
     study_options_option,
     tensorboard_option,
@@ -37,6 +38,7 @@ _settings_options = stack(
            help="Seconds between heartbeats."),
     option("--grace-period", type=int, default=_defaults.grace_period,
            help="Seconds without a heartbeat before a trial counts as dead."),
+    stall_timeout_option(_defaults.stall_timeout),
 )  # fmt: skip
 """The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
 
@@ -65,7 +67,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     """Create (or resume) a study, run workers until the budget is spent, retrain and register the best.
 
     Resuming, flags you leave out keep the study's stored values; a flag that changes one either
-    applies (budget, retries, heartbeats, sampler, pruner) with a line saying so, or is refused
+    applies (budget, retries, heartbeats, stall timeout, sampler, pruner) with a line saying so, or is refused
     (seed, study options, search space).
     """
     from click.core import ParameterSource
@@ -122,6 +124,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     show_envvar=True,
     help="Wait this long for the database and the study to appear (a scheduler may start workers first).",
 )
+@stall_timeout_option(None, "This worker's --stall-timeout (SECONDS or off) [the study's, set by `search start`].")
 @option("--worker-index", type=int, default=0, hidden=True)
 @option("--rank-of-group", is_flag=True, hidden=True)
 @tensorboard_option

@@ -78,3 +78,20 @@ study_options_option = option(
     help="Option passed to the study's make_study, e.g. data=synthetic (repeatable).",
 )  # fmt: skip
 host_option = option("--host", default="127.0.0.1", help="Interface to listen on; 0.0.0.0 shares it with your network.")
+
+
+def _stall_timeout(_ctx: click.Context, _param: click.Parameter, value: Any) -> int | None:
+    from search.settings import parse_stall_timeout
+
+    return parse_stall_timeout(value)
+
+
+STALL_HELP = ("Fail a trial as stalled when it finishes no training step and no validation batch for this long "
+              "(counted from its start): it is retried, and its worker process exits with code 70 "
+              "(a hung thread cannot be stopped); off disables.")  # fmt: skip
+
+
+def stall_timeout_option(default: int | None, help_: str = STALL_HELP) -> Decorator:
+    """``--stall-timeout SECONDS|off``: a positive whole number of seconds or ``off`` (0), checked as it is read."""
+    return option("--stall-timeout", type=str, default=default, metavar="SECONDS|off", callback=_stall_timeout,
+                  help=help_)  # fmt: skip

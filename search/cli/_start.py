@@ -1,8 +1,8 @@
 """``search start``: create or resume a study, run local workers, follow them, retrain the best.
 
 Resuming, settings the user did not give keep the values stored with the study. A given value
-that differs applies when the trials so far stay comparable (budget, retries, heartbeats, sampler,
-pruner: stored with the study, used by every worker started from now on) and is refused when they
+that differs applies when the trials so far stay comparable (budget, retries, heartbeats, stall
+timeout, sampler, pruner: stored with the study, used by every worker started from now on) and is refused when they
 would not (the seed also splits the data; study options change the data or the model).
 """
 
@@ -25,6 +25,7 @@ from search.execution import (
     parse_gpus,
     reaping,
     report_worker_codes,
+    spawn_worker,
     spawn_workers,
     visible_gpus,
     wait_for_workers,
@@ -83,6 +84,10 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     if settings.grace_period <= settings.heartbeat_interval:
         raise SearchError(f"--grace-period ({settings.grace_period} s) must be longer than --heartbeat-interval "
                           f"({settings.heartbeat_interval} s), or live trials would count as dead")  # fmt: skip
+    if settings.stall_timeout < 0:
+        raise SearchError(
+            f"--stall-timeout must be a positive whole number of seconds or off, got {settings.stall_timeout}"
+        )
     validate(settings.sampler, settings.pruner)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
@@ -193,7 +198,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     try:
         if workers > 0:
             procs = spawn_workers(loc, prepared.name, workers, gpus, debug)
-            codes = wait_for_workers(procs, follow)
+            # A worker that failed a stalled trial exits (its thread is hung): a fresh one takes its place.
+            codes = wait_for_workers(procs, follow, lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug))
             if not _budget_spent(coordinator):
                 check_some_worker_succeeded(codes, loc)
             report_worker_codes(codes, loc)

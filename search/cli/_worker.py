@@ -11,6 +11,7 @@ from search.cli._open import locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.execution import (
+    ENV_STALL_TIMEOUT,
     connect,
     default_worker_id,
     interrupt_running,
@@ -18,6 +19,7 @@ from search.execution import (
     parse_gpus,
     run_rank,
     run_worker,
+    spawn_worker,
     spawn_workers,
     wait_for_workers,
 )
@@ -34,6 +36,9 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     """``search worker``: one process per GPU slot, a process group per multi-process trial, or this process."""
     gpus_flag, index = kwargs.pop("gpus"), kwargs.pop("worker_index")
     gpus_per_trial, procs_per_trial = kwargs.pop("gpus_per_trial"), kwargs.pop("procs_per_trial")
+    stall_timeout = kwargs.pop("stall_timeout")
+    if stall_timeout is not None:  # this process, the workers and ranks it starts: over the study's value
+        os.environ[ENV_STALL_TIMEOUT] = str(stall_timeout)
     if kwargs.pop("rank_of_group"):
         return _run_rank(kwargs, index)
     if gpus_per_trial < 1 or procs_per_trial < 1:
@@ -49,8 +54,9 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
                            max(gpus_per_trial, procs_per_trial), index, debug)  # fmt: skip
     if gpus and len(gpus) > 1:
         release()
-        procs = spawn_workers(loc, coordinator.study_name, len(gpus), gpus, debug)
-        codes = wait_for_workers(procs, lambda: None)
+        name = coordinator.study_name
+        procs = spawn_workers(loc, name, len(gpus), gpus, debug)
+        codes = wait_for_workers(procs, lambda: None, lambda i: spawn_worker(loc, name, i, len(gpus), gpus, debug))
         return max((c or 0) for c in codes)
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]

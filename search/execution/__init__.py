@@ -9,6 +9,7 @@ from search.execution._local import (
     parse_gpus,
     reaping,
     report_worker_codes,
+    spawn_worker,
     spawn_workers,
     visible_gpus,
     wait_for_workers,
@@ -18,6 +19,7 @@ from search.execution._pruning import PruningHook
 from search.execution._slurm import SlurmArray
 from search.execution._slurm import submit as submit_array
 from search.execution._trial import logical_number, run_trial
+from search.execution._watchdog import ENV_STALL_TIMEOUT, EXIT_STALLED
 from search.execution._worker import (
     IDLE_POLL_S,
     WorkerReport,
@@ -29,6 +31,8 @@ from search.execution._worker import (
 )
 
 __all__ = [
+    "ENV_STALL_TIMEOUT",
+    "EXIT_STALLED",
     "IDLE_POLL_S",
     "PruningHook",
     "SlurmArray",
@@ -50,6 +54,7 @@ __all__ = [
     "run_trial",
     "run_worker",
     "search_subset",
+    "spawn_worker",
     "spawn_workers",
     "submit_array",
     "visible_gpus",

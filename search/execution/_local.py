@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
 from search.exceptions import DatabaseUnavailableError, SearchError
+from search.execution._watchdog import EXIT_STALLED
 from search.settings import location_env
 from search.tracking import Tracker
 
@@ -69,25 +70,42 @@ def _device_list(value: str) -> list[str]:
 
 def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
     """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``."""
+    return [spawn_worker(loc, name, index, count, gpus, debug) for index in range(count)]
+
+
+def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str],
+                 debug: bool) -> subprocess.Popen[bytes]:  # fmt: skip
+    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
     logs = loc.project_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // max(1, count)) if not gpus else 4
-    procs = []
-    for index in range(count):
-        env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": str(threads)}
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-        cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
-               "--name", name, "--worker-index", str(index)]  # fmt: skip
-        with open(logs / f"worker-{index}.log", "ab") as out:
-            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-    return procs
+    env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": str(threads)}
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
+           "--name", name, "--worker-index", str(index)]  # fmt: skip
+    with open(logs / f"worker-{index}.log", "ab") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any) -> list[int]:
-    """Call ``follow()`` about once a second until every worker has exited; forward Ctrl-C."""
+def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
+                     restart: Callable[[int], subprocess.Popen[bytes]] | None = None) -> list[int]:  # fmt: skip
+    """Call ``follow()`` about once a second until every worker has exited; forward Ctrl-C.
+
+    With ``restart``, a worker that exits after failing a stalled trial (:data:`EXIT_STALLED`) is
+    replaced by ``restart(index)``, so the trial's retry and the rest of the budget find a worker.
+    Each such exit costs one attempt of one trial, so the restarts end with the budget.
+    """
     try:
-        while any(p.poll() is None for p in procs):
+        while True:
+            if restart is not None:
+                for index, proc in enumerate(procs):
+                    if proc.poll() == EXIT_STALLED:
+                        log.warning("worker %d ended after failing a stalled trial (exit code %d); starting a fresh "
+                                    "one", index, EXIT_STALLED)  # fmt: skip
+                        procs[index] = restart(index)
+            if all(p.poll() is not None for p in procs):
+                break
             follow()
             time.sleep(1.0)
     except KeyboardInterrupt:

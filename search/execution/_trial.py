@@ -15,6 +15,7 @@ from search.exceptions import DatabaseUnavailableError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
+from search.execution._watchdog import Progress, watchdog
 from search.settings import params_dict
 from storage import set_user_attrs
 
@@ -38,7 +39,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     ``claimed_at`` (a ``time.perf_counter()`` value) makes the claim part of the measured overhead.
     """
     started = claimed_at or time.perf_counter()
-    with heartbeat(ctx.coordinator, ctx.optuna_study, trial):
+    # The watchdog ends first: a trial being finished normally is never failed as stalled.
+    with heartbeat(ctx.coordinator, ctx.optuna_study, trial), watchdog(ctx, trial) as progress:
         base = logical_number(trial)
         try:
             run = _start_run(ctx, trial, base)
@@ -50,7 +52,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None
         try:
-            result, hook = _fit(ctx, trial, run, ckpt_dir, board)
+            result, hook = _fit(ctx, trial, run, ckpt_dir, progress, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started)
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
@@ -103,7 +105,7 @@ def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
         log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
 
 
-def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, progress: Progress,
          board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
     import trainer
 
@@ -113,6 +115,7 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         ctx.gang.send_params(trial.number, params, ckpt_dir)
     run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
     model = ctx.study.build_model(params, ctx.data)
+    progress.watch(model)  # every finished training or validation batch is progress, as is every step
     config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
         checkpoint_dir=ckpt_dir,
         resume=True,
@@ -123,7 +126,9 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
     if board is not None:
         board.hparams = params_dict(params)
         sink = trainer.FanOut(run, board)
-    result = trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink)
+    result = trainer.fit(
+        model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink, on_step=progress.step
+    )
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
     return result, hook

@@ -22,7 +22,7 @@ from search.settings._locations import (
     Locations,
     location_env,
 )
-from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord
+from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord, parse_stall_timeout
 from search.settings._space import middle_params, parse_narrow, record_space, space_differences
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "params_dict",
     "parse_options",
     "parse_spec",
+    "parse_stall_timeout",
     "middle_params",
     "parse_narrow",
     "record_space",

@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from search.exceptions import SearchError
+
 FIRST_RUNG_ATTR = "hpsearch.first_rung"
 """Study system attribute: the first rung an adaptive pruner chose, and the evidence for it."""
 
@@ -28,6 +30,26 @@ class SearchSettings:
     """Seconds between a running trial's heartbeats."""
     grace_period: int = 60
     """Seconds without a heartbeat before a trial counts as dead."""
+    stall_timeout: int = 1800
+    """Seconds a running trial may go without finishing a training step or a validation batch (from
+    its start, so a data loader that hangs before the first step counts) before its worker fails it
+    as stalled, queues its retry and exits (``search.execution._watchdog``); 0: never."""
+
+
+def parse_stall_timeout(value: object) -> int | None:
+    """``--stall-timeout``: a positive whole number of seconds, or ``off`` (0); None stays None."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text == "off":
+        return 0
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0 or isinstance(value, bool):
+        raise SearchError(f"--stall-timeout must be a positive whole number of seconds or off, got {value!r}")
+    return seconds
 
 
 @dataclass(frozen=True)

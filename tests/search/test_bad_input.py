@@ -28,6 +28,9 @@ def _assert_one_line_error(proc, fragment: str) -> None:
             "--grace-period (10 s) must be longer than --heartbeat-interval (10 s)",
         ),
         (["--trials", "5", "--db-outage-limit", "-1"], "--db-outage-limit must be a positive number of seconds"),
+        (["--trials", "5", "--stall-timeout", "0"], "--stall-timeout must be a positive whole number of seconds or"),
+        (["--trials", "5", "--stall-timeout", "-60"], "--stall-timeout must be a positive whole number of seconds"),
+        (["--trials", "5", "--stall-timeout", "soon"], "--stall-timeout must be a positive whole number of seconds"),
     ],
 )
 def test_bad_start_flags(cli, tmp_path, args, fragment):
@@ -60,6 +63,13 @@ def test_study_file_without_a_study_object(cli, tmp_path):
 def test_missing_required_flag_is_one_line(cli, tmp_path):
     proc = cli("start", "--study", "resmlp", cwd=tmp_path)
     _assert_one_line_error(proc, "--trials")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5"])
+def test_bad_worker_stall_timeout(cli, tmp_path, value):
+    proc = cli("worker", "--name", "nope", "--stall-timeout", value, cwd=tmp_path)
+    _assert_one_line_error(proc, f"--stall-timeout must be a positive whole number of seconds or off, got '{value}'")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_worker_for_a_study_that_does_not_exist(cli, tmp_path):
