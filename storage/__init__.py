@@ -9,7 +9,7 @@ from storage._claim import create_running_trial, pop_waiting_trial
 from storage._counts import TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
-from storage._liveness import retried_trial_numbers, stale_trials
+from storage._liveness import retried_trial_numbers, retries_of, stale_trials
 from storage._lock import DEFAULT_HOLD_S, LockBusy, check_lock, study_lock
 from storage._mlflow import (
     TRACKING_MAX_OVERFLOW,
@@ -61,6 +61,7 @@ __all__ = [
     "prepare_sqlite_tracking",
     "resolve_tracking",
     "retried_trial_numbers",
+    "retries_of",
     "set_user_attrs",
     "sqlite_path",
     "sqlite_url",

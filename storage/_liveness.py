@@ -27,7 +27,7 @@ _RUNNING = sqlalchemy.text(
 
 _RETRY_HISTORIES = sqlalchemy.text(
     """
-    SELECT a.value_json
+    SELECT a.trial_id, t.state, a.value_json
     FROM trial_system_attributes a
     JOIN trials t ON t.trial_id = a.trial_id
     WHERE t.study_id = :sid AND a.key = 'retry_history'
@@ -77,3 +77,13 @@ def retried_trial_numbers(bind: Engine | Connection, study_id: int) -> set[int]:
             return retried_trial_numbers(conn, study_id)
     histories = (json.loads(row.value_json) for row in bind.execute(_RETRY_HISTORIES, {"sid": study_id}))
     return {int(history[-1]) for history in histories if history}
+
+
+def retries_of(bind: Engine | Connection, study_id: int, number: int) -> list[int]:
+    """Ids of the unfailed retries of trial ``number`` (its retry history ends with it), oldest first."""
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return retries_of(conn, study_id, number)
+    rows = bind.execute(_RETRY_HISTORIES, {"sid": study_id}).fetchall()
+    live = (row for row in rows if str(getattr(row.state, "name", row.state)) != "FAIL")
+    return sorted(int(row.trial_id) for row in live if json.loads(row.value_json)[-1:] == [number])

@@ -62,7 +62,17 @@ class RetryDeadTrial:
             state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
             user_attrs=trial.user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
         )  # fmt: skip
-        return self.storage.create_new_trial(study._study_id, template_trial=template)
+        retry_id = self.storage.create_new_trial(study._study_id, template_trial=template)
+        # Two processes that fail the same attempt at once (a reaper and the worker's own Ctrl-C)
+        # can both get past the look above: the older retry stays, a younger one stands down.
+        first = min(st.retries_of(self.storage.engine, study._study_id, trial.number), default=retry_id)
+        if first != retry_id:
+            self.storage.set_trial_user_attr(
+                retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} has a retry"
+            )
+            self.storage.set_trial_state_values(retry_id, state=optuna.trial.TrialState.FAIL)
+            return None
+        return retry_id
 
 
 def reap_dead_trials(storage: RDBStorage, study: optuna.Study, lock: Callable[[bool], StudyLock],
@@ -112,8 +122,9 @@ def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, gra
         storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"worker lost: no heartbeat for over {grace:g} s")
         storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
     except UpdateFinishedTrialError:
-        # Its worker finished it after all, between our look and now: the retry is not needed.
-        if retry_id is not None:
+        # Its worker finished it after all, between our look and now: the retry is not needed,
+        # unless the worker failed it itself (an interrupt, which then found our retry queued).
+        if retry_id is not None and storage.get_trial(trial_id).state != TrialState.FAIL:
             storage.set_trial_user_attr(retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} finished")
             storage.set_trial_state_values(retry_id, state=TrialState.FAIL)
         return None
