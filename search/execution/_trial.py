@@ -15,6 +15,7 @@ from search.exceptions import DatabaseUnavailableError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
+from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
 from search.settings import params_dict
 from storage import set_user_attrs
@@ -105,12 +106,12 @@ def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
         log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
 
 
-def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, progress: Progress,
-         board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
+         progress: Progress | None = None, board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
     import trainer
 
-    # Only suggest sees the trial, so it is safe to run again after a lost connection.
-    params = retrying(lambda: ctx.study.suggest(trial), f"suggesting params for trial {trial.number}")
+    progress = progress or Progress()  # without a watchdog, nobody looks at it
+    params = suggest_params(ctx.study, ctx.coordinator.storage, trial)
     if ctx.gang is not None:
         ctx.gang.send_params(trial.number, params, ckpt_dir)
     run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
