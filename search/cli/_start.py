@@ -166,7 +166,8 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
         if setting in REFUSED:
             raise StudyMismatchError(f"{flag} {new} differs from the study's stored {flag} {old}{_HINT}")
         values[setting] = new
-        lines.append(f"{flag}: {old} -> {new} (stored with the study; workers started from now on use it)")
+        shown = ["off" if setting == "stall_timeout" and value == 0 else value for value in (old, new)]
+        lines.append(f"{flag}: {shown[0]} -> {shown[1]} (stored with the study; workers started from now on use it)")
     if opts.trials != budget:
         lines.append(f"--trials: budget {budget} -> {opts.trials}")
     return replace(opts, settings=SearchSettings(**values), study_options=stored.options, narrow=stored.narrow), lines

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search.exceptions import SearchError
+from search.execution._watchdog import EXIT_STALLED
 from search.settings import Locations, location_env
 
 
@@ -37,7 +38,8 @@ class SlurmArray:
 
     def script(self, logs: Path) -> str:
         """The batch script; a worker's exit code 0 (budget spent) ends the task, 2 (configuration error)
-        fails it, 75 (database unreachable past its outage limit) and a time limit requeue it."""
+        fails it, 75 (database unreachable past its outage limit) and a time limit requeue it, and 70
+        (a stalled trial, failed and queued again) starts a fresh worker in the same allocation."""
         if self.workers < 1:
             raise SearchError(f"--workers must be >= 1, got {self.workers}")
         options = [
@@ -51,7 +53,7 @@ class SlurmArray:
         wait = ["--wait-for-db", str(self.wait_for_db)]
         worker = [sys.executable, "-m", "search", "worker", "--name", self.study, *wait, *gpus]
         header = "\n".join(f"#SBATCH {opt}" for opt in options)
-        return _TEMPLATE.format(header=header, worker=shlex.join(worker))
+        return _TEMPLATE.format(header=header, worker=shlex.join(worker), stalled=EXIT_STALLED)
 
 
 def submit(array: SlurmArray, loc: Locations, script_path: Path) -> str:
@@ -81,12 +83,16 @@ trap 'stop_reason=timelimit; kill -TERM "$worker" 2>/dev/null' USR1
 # scancel or preemption: stop the worker (its trial is queued again and resumes elsewhere).
 trap 'stop_reason=cancelled; kill -TERM "$worker" 2>/dev/null' TERM INT
 
-{worker} --worker-index "$SLURM_ARRAY_TASK_ID" &
-worker=$!
-code=0
-while true; do
-    wait "$worker"; code=$?
-    kill -0 "$worker" 2>/dev/null || break  # a trap interrupted the wait: the worker is still stopping
+code={stalled}
+while [ "$code" = {stalled} ] && [ -z "$stop_reason" ]; do
+    {worker} --worker-index "$SLURM_ARRAY_TASK_ID" &
+    worker=$!
+    while true; do
+        wait "$worker"; code=$?
+        kill -0 "$worker" 2>/dev/null || break  # a trap interrupted the wait: the worker is still stopping
+    done
+    # {stalled}: its trial hung (--stall-timeout) and was failed and queued again; a fresh worker goes on.
+    [ "$code" = {stalled} ] && echo "hpsearch worker exited with {stalled} (a stalled trial): starting a fresh one"
 done
 echo "hpsearch worker exited with $code (${{stop_reason:-finished}})"
 case "$code:$stop_reason" in

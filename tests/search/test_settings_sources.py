@@ -57,12 +57,13 @@ def test_resume_without_flags_keeps_every_stored_setting(cli, resumable):
 
 def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, resumable):
     proc = cli("start", *QUICK, "--trials", "2", "--sampler", "tpe", "--seed", "4", "--max-retries", "1",
-               cwd=resumable, check=True)  # fmt: skip
+               "--stall-timeout", "off", cwd=resumable, check=True)  # fmt: skip
     assert "changed --sampler: random -> tpe" in proc.stdout
     assert "changed --max-retries: 5 -> 1" in proc.stdout
+    assert "changed --stall-timeout: 1800 -> off" in proc.stdout
     assert "--seed" not in proc.stdout  # the same value is no change
     settings = _record(resumable)["spec"]["settings"]
-    assert (settings["sampler"], settings["max_retries"]) == ("tpe", 1)
+    assert (settings["sampler"], settings["max_retries"], settings["stall_timeout"]) == ("tpe", 1, 0)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import pytest
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROOT = Path(__file__).resolve().parents[2]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
+STALLING_STUDY = str(ROOT / "tests" / "search" / "data" / "stalling_study.py")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
 
 pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
@@ -144,3 +145,32 @@ def test_an_array_of_workers_spends_the_budget_and_a_cancelled_task_resumes_else
     assert "is the new champion" in out  # the best trial retrained and registered
     logs = list((tmp_path / "project" / "logs" / "slurm").glob(f"sleep-{job}_*.log"))
     assert len(logs) == 3 and any("(cancelled)" in p.read_text() for p in logs)
+
+
+def test_a_task_whose_trial_stalls_starts_a_fresh_worker_in_its_allocation(slurm_env, pg_url, tmp_path):
+    """Exit code 70 (the watchdog failed a hung trial and ended its worker): the batch script starts
+    the worker again, which trains the retry, and the search ends."""
+    env = {**{k: v for k, v in slurm_env.items() if not k.startswith("SEARCH_")}, "OMP_NUM_THREADS": "1"}
+    where = ["--storage", pg_url, "--project-dir", str(tmp_path / "project")]
+    search = [sys.executable, "-m", "search"]
+    start = subprocess.Popen([*search, "start", "--study", STALLING_STUDY, "--name", "sleep", "--trials", "2",
+                              "--workers", "0", "--pruner", "none", "--no-retrain", "--stall-timeout", "5",
+                              "--heartbeat-interval", "1", "--grace-period", "600",
+                              "--study-option", f"marker={tmp_path / 'hung-once'}", *where],
+                             cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)  # fmt: skip
+    submitted = subprocess.run([*search, "slurm", "submit", "--name", "sleep", "--workers", "1",
+                                "--gpus-per-worker", "0", "--cpus-per-worker", "1", "--time", "10:00", *where],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = submitted.stdout.split("submitted job ")[1].split(":")[0]
+    out, _ = start.communicate(timeout=400)
+    assert start.returncode == 0, out
+    trials = _trials(pg_url)
+    assert sorted(t.state.name for t in trials) == ["COMPLETE", "COMPLETE", "FAIL"]
+    [stalled] = [t for t in trials if t.state.name == "FAIL"]
+    assert stalled.user_attrs["fail_reason"].startswith("stalled: ")
+    [log] = (tmp_path / "project" / "logs" / "slurm").glob(f"sleep-{job}_*.log")
+    text = log.read_text()
+    assert "exited with 70 (a stalled trial): starting a fresh one" in text
+    assert "hpsearch worker exited with 0 (finished)" in text
