@@ -121,10 +121,14 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
 
 
 def finish_unstarted(ctx: WorkerContext, trial: optuna.trial.Trial, exc: Exception, started: float) -> TrialOutcome:
-    """Fail a trial whose MLflow run could not be started (nothing trained, nothing to record in MLflow)."""
+    """Fail a trial whose MLflow run could not be started (nothing trained, nothing to record in MLflow),
+    or leave one that another process failed first to its retry."""
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
+    if isinstance(exc, UpdateFinishedTrialError | TrialLostError):  # reaped while this worker was cut off
+        log.warning("trial %d was failed by another process before it started here; its retry takes over", trial.number)
+        return TrialOutcome(trial.number, "LOST", None, 0.0, time.perf_counter() - started, "taken over by its retry")
     reason = f"MLflow run could not start: {fail_reason(exc)}"
     log.warning("trial %d failed: %s", trial.number, reason)
     try:

@@ -82,7 +82,14 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}
     if gpus:
         attrs["gpus"] = gpus
-    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}")
+    try:
+        retrying(
+            lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}"
+        )
+    except BaseException:
+        # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen): end it.
+        ctx.tracker.mark_killed(run.run_id)
+        raise
     return run
 
 

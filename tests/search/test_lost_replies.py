@@ -46,3 +46,35 @@ def test_a_lost_reply_after_a_suggestion_never_trains_other_params_than_stored(t
     stored = coordinator.storage.get_trial(trial._trial_id).params
     assert writes[:2] == ["x", "lr"]  # the lost reply happened, and was retried
     assert {"x": params.x, "lr": params.lr} == stored
+
+
+def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(tmp_path):
+    """Frozen (SIGSTOP) between creating its MLflow run and storing the run's id on the trial: the
+    trial was reaped meanwhile, with no run to end. The worker ends the run it made when it wakes."""
+    from optuna.trial import TrialState
+
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.execution import connect
+    from search.execution._trial import run_trial
+    from search.settings import SearchSettings
+
+    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": 0.0})  # fmt: skip
+    create_or_resume(loc, prepare(opts), 1)
+    ctx = connect(loc, "sleep", "test-worker")
+    trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+    created = []
+    start_child = ctx.tracker.start_child
+
+    def reaped_right_after(*args, **kwargs):
+        run = start_child(*args, **kwargs)
+        created.append(run.run_id)
+        ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # the reaper
+        return run
+
+    ctx.tracker.start_child = reaped_right_after
+    outcome = run_trial(ctx, trial)
+    assert outcome.state == "LOST"
+    [run_id] = created
+    assert ctx.tracker.client.get_run(run_id).info.status == "KILLED"
