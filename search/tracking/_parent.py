@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
-from search.tracking._tracker import Tracker
+from search.tracking._tracker import ROLE_TAG, Tracker
 
 if TYPE_CHECKING:
     import optuna
@@ -30,7 +30,23 @@ def record_on_parent(coordinator: Coordinator, loc: Locations, summary: dict[str
         tracker.set_tags(run_id, tags)
     tracker.client.log_dict(run_id, summary, "study_summary.json")
     if finished:
+        end_orphaned_trial_runs(tracker, str(coordinator.load().user_attrs[EXPERIMENT_ATTR]), run_id)
         tracker.end_run(run_id, "FINISHED")
+
+
+def end_orphaned_trial_runs(tracker: Tracker, experiment_id: str, parent_run_id: str) -> int:
+    """With every trial of the study finished, end the trial runs still RUNNING as KILLED; how many.
+
+    Such a run's worker died between creating it and storing its id on the trial, so no reaper
+    knew which run to end.
+    """
+    query = (f"tags.`mlflow.parentRunId` = '{parent_run_id}' AND tags.`{ROLE_TAG}` = 'trial' "
+             "AND attributes.status = 'RUNNING'")  # fmt: skip
+    orphans = tracker.client.search_runs([experiment_id], filter_string=query, max_results=1000)
+    for run in orphans:
+        tracker.set_tags(run.info.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
+        tracker.end_run(run.info.run_id, "KILLED")
+    return len(orphans)
 
 
 def open_parent_run(optuna_study: optuna.Study, loc: Locations, resumed: bool, summary: Mapping[str, Any]) -> None:

@@ -58,3 +58,22 @@ def test_a_dead_attempts_run_ends_killed_even_if_it_had_finished(tracker: Tracke
         tracker.mark_killed(run.run_id)
     assert tracker.client.get_run(finished.run_id).info.status == "KILLED"
     assert tracker.client.get_run(failed.run_id).info.status == "FAILED"  # its own end says more
+
+
+def test_a_finished_study_ends_the_trial_runs_nobody_knew_of(tracker: Tracker) -> None:
+    """A worker killed between creating its trial's run and storing the run's id left a RUNNING run
+    no reaper could find; the study's end closes it, and only trial runs of this study."""
+    from search.tracking._parent import end_orphaned_trial_runs
+
+    experiment = tracker.experiment_id("t")
+    parent = tracker.start_parent(experiment, "t", {})
+    other_parent = tracker.start_parent(experiment, "u", {})
+    orphan = tracker.start_child(experiment, parent, "trial-3", "trial", {})
+    done = tracker.start_child(experiment, parent, "trial-4", "trial", {})
+    done.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    retrain = tracker.start_child(experiment, parent, "retrain", "retrain", {})
+    elsewhere = tracker.start_child(experiment, other_parent, "trial-0", "trial", {})
+    assert end_orphaned_trial_runs(tracker, experiment, parent) == 1
+    status = {run.run_id: tracker.client.get_run(run.run_id).info.status for run in (orphan, done, retrain, elsewhere)}
+    assert status == {orphan.run_id: "KILLED", done.run_id: "FINISHED", retrain.run_id: "RUNNING",
+                      elsewhere.run_id: "RUNNING"}  # fmt: skip
