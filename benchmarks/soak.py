@@ -2,8 +2,12 @@
 
 ``search start --workers 0`` follows a study of short sleep-study trials while this script keeps
 ``--workers`` ``search worker`` processes running, SIGKILLs a random one every few seconds (and
-starts a replacement, as a preempted node is replaced) and restarts PostgreSQL ``--pg-restarts``
-times mid-study. When the study is done it reads the trials back and prints:
+starts a replacement, as a preempted node is replaced), freezes a random one now and then with
+SIGSTOP and thaws it with SIGCONT after 1 to 3 grace periods (a node that swapped, or lost its
+network and got it back: its trial is taken over, and it must do no damage when it wakes), restarts
+PostgreSQL ``--pg-restarts`` times mid-study and, with ``--mlflow-server``, stops the MLflow
+tracking server the workers log to over HTTP for ``--mlflow-down`` seconds ``--mlflow-restarts``
+times. When the study is done it reads the trials back and prints:
 
     requested  the trial budget
     finished   logical trials that reached a final state (a retry continues its trial)
@@ -18,6 +22,7 @@ the local PostgreSQL cluster (with pg_ctlcluster; it is always left running).
 
     python benchmarks/soak.py                       # 200 trials, 8 workers, a kill every ~4 s
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 6
+    python benchmarks/soak.py --pause-every 10 --mlflow-server --seed 1   # the whole round-two soak
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +46,54 @@ import sqlalchemy
 ROOT = Path(__file__).resolve().parents[1]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 STUDY = "soak"
+GRACE_S = 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class MlflowServer:
+    """An MLflow tracking server on a fixed port, stopped and started again on the same one."""
+
+    def __init__(self, store_url: str, workdir: Path, env: dict[str, str]) -> None:
+        self.port, self.workdir, self.env = free_port(), workdir, env
+        self.cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--workers", "2", "--backend-store-uri", store_url,
+                    "--artifacts-destination", str(workdir / "mlartifacts")]  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.back_at: float | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120) -> None:
+        import urllib.request
+
+        with open(self.workdir / "logs" / "mlflow-server.log", "ab") as out:
+            self.proc = subprocess.Popen(self.cmd, cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit(f"the MLflow server did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,6 +102,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between worker kills")
     parser.add_argument("--pg-restarts", type=int, default=2)
+    parser.add_argument(
+        "--pause-every",
+        type=float,
+        default=0,
+        help="mean seconds between SIGSTOP/SIGCONT pauses of a random worker (0: none)",
+    )
+    parser.add_argument(
+        "--mlflow-server",
+        action="store_true",
+        help="log to an MLflow tracking server over HTTP (its store: another PostgreSQL database)",
+    )
+    parser.add_argument("--mlflow-restarts", type=int, default=2)
+    parser.add_argument("--mlflow-down", type=float, default=20, help="seconds the tracking server stays down")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
@@ -67,8 +135,13 @@ class Soak:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
         self.env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
         self.where = ["--storage", url, "--project-dir", str(workdir / "project")]
+        self.mlflow: MlflowServer | None = None
+        if args.mlflow_server:
+            self.mlflow = MlflowServer(f"{url}_mlflow", workdir, self.env)
+            self.where += ["--tracking-uri", self.mlflow.uri]
         self.workers: list[subprocess.Popen[bytes]] = []
-        self.started = self.killed = self.restarts = 0
+        self.started = self.killed = self.restarts = self.pauses = self.mlflow_restarts = 0
+        self.frozen: dict[subprocess.Popen[bytes], float] = {}  # a stopped worker -> when to thaw it
 
     def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(self.logs / log, "ab") as out:
@@ -79,7 +152,7 @@ class Soak:
         a = self.args
         return self.spawn([
             "start", "--study", str(SLEEP_STUDY), "--name", STUDY, "--trials", str(a.trials), "--workers", "0",
-            "--heartbeat-interval", "1", "--grace-period", "3", "--max-retries", str(a.max_retries),
+            "--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--max-retries", str(a.max_retries),
             "--pruner", "none", "--no-retrain", "--quiet", "--study-option", f"epochs={a.epochs}",
             "--study-option", f"epoch_seconds={a.epoch_seconds}", "--seed", str(a.seed), *self.where,
         ], "start.log")  # fmt: skip
@@ -95,8 +168,26 @@ class Soak:
             victim.kill()
             victim.wait()
             self.workers.remove(victim)
+            self.frozen.pop(victim, None)
             self.killed += 1
             self.start_worker()
+
+    def pause_one(self, rng: random.Random) -> None:
+        """SIGSTOP a random worker for 1 to 3 grace periods: long enough, mostly, for its trial to be
+        taken over (and perhaps while it holds the study lock)."""
+        awake = [p for p in self.workers if p.poll() is None and p not in self.frozen]
+        if awake:
+            victim = rng.choice(awake)
+            victim.send_signal(signal.SIGSTOP)
+            self.frozen[victim] = time.monotonic() + rng.uniform(1, 3) * GRACE_S
+            self.pauses += 1
+
+    def thaw_due(self, everyone: bool = False) -> None:
+        for proc, when in list(self.frozen.items()):
+            if everyone or time.monotonic() >= when:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGCONT)
+                del self.frozen[proc]
 
     def keep_staffed(self) -> None:
         """A worker that exited with an error is replaced; one that found the study done is not."""
@@ -107,6 +198,7 @@ class Soak:
                 self.start_worker()
 
     def stop_workers(self, grace: float = 30) -> None:
+        self.thaw_due(everyone=True)
         deadline = time.monotonic() + grace
         for proc in self.workers:
             try:
@@ -167,14 +259,20 @@ def run(soak: Soak) -> int:
     """Run the study under fire; return the follower's exit code."""
     args = soak.args
     rng = random.Random(args.seed)
+    if soak.mlflow is not None:
+        soak.mlflow.start()
     follower = soak.start_follower()
     wait_until_ready(soak.url)
     for _ in range(args.workers):
         soak.start_worker()
     # Restarts happen when these numbers of trials have finished (e.g. at 1/3 and 2/3 of the budget).
     restart_at = [args.trials * (i + 1) // (args.pg_restarts + 1) for i in range(args.pg_restarts)]
+    # The tracking server goes down half-way between them (e.g. at 1/6 and 1/2 of the budget).
+    n = args.mlflow_restarts if soak.mlflow is not None else 0
+    mlflow_at = [int(args.trials * (2 * i + 1) / (2 * (n + 1))) for i in range(n)]
     engine = sqlalchemy.create_engine(soak.url, pool_pre_ping=True)
     next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * args.kill_every
+    next_pause = time.monotonic() + rng.uniform(0.5, 1.5) * args.pause_every if args.pause_every else float("inf")
     deadline = time.monotonic() + args.timeout
     try:
         while follower.poll() is None:
@@ -183,6 +281,21 @@ def run(soak: Soak) -> int:
             if time.monotonic() >= next_kill:
                 soak.kill_one(rng)
                 next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * args.kill_every
+            if time.monotonic() >= next_pause:
+                soak.pause_one(rng)
+                next_pause = time.monotonic() + rng.uniform(0.5, 1.5) * args.pause_every
+            soak.thaw_due()
+            mlflow = soak.mlflow
+            if mlflow is not None and mlflow.back_at is None and mlflow_at and finished_count(engine) >= mlflow_at[0]:
+                mlflow_at.pop(0)
+                print(f"  stopping the MLflow server for {args.mlflow_down:g} s ({finished_count(engine)} trials "
+                      "finished)", flush=True)  # fmt: skip
+                mlflow.stop()
+                mlflow.back_at = time.monotonic() + args.mlflow_down
+            if mlflow is not None and mlflow.back_at is not None and time.monotonic() >= mlflow.back_at:
+                mlflow.start()
+                mlflow.back_at = None
+                soak.mlflow_restarts += 1
             if restart_at and finished_count(engine) >= restart_at[0]:
                 restart_at.pop(0)
                 print(f"  restarting PostgreSQL ({finished_count(engine)} trials finished)", flush=True)
@@ -195,6 +308,8 @@ def run(soak: Soak) -> int:
         soak.stop_workers()
         if follower.poll() is None:
             follower.kill()
+        if soak.mlflow is not None and soak.mlflow.back_at is not None:
+            soak.mlflow.start()  # back for the count of runs
     return int(follower.returncode)
 
 
@@ -225,13 +340,13 @@ def tally(url: str, budget: int) -> dict[str, int]:
     }
 
 
-def mlflow_runs(project: Path) -> dict[str, int]:
+def mlflow_runs(project: Path, server: MlflowServer | None) -> dict[str, int]:
     """The study's MLflow runs (the parent and one per attempt) by status; none may be left RUNNING."""
     from mlflow import MlflowClient
 
     import storage
 
-    client = MlflowClient(storage.resolve_tracking(None, project, None).tracking_uri)
+    client = MlflowClient(server.uri if server else storage.resolve_tracking(None, project, None).tracking_uri)
     experiment = client.get_experiment_by_name(STUDY)
     statuses: dict[str, int] = defaultdict(int)
     if experiment is not None:
@@ -244,25 +359,34 @@ def main() -> None:
     args = parse_args()
     name = f"hpsearch_soak_{uuid.uuid4().hex[:8]}"
     admin = sqlalchemy.create_engine(args.admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+    databases = [name, f"{name}_mlflow"] if args.mlflow_server else [name]
     with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+        for database in databases:
+            conn.execute(sqlalchemy.text(f'CREATE DATABASE "{database}"'))
     url = args.admin_url.rsplit("/", 1)[0] + f"/{name}"
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="hpsearch-soak-"))
     soak = Soak(args, url, workdir)
     started = time.monotonic()
-    print(f"soak: {args.trials} trials, {args.workers} workers, a kill every ~{args.kill_every:g} s, "
-          f"{args.pg_restarts} PostgreSQL restarts; logs in {soak.logs}", flush=True)  # fmt: skip
+    pauses = f"a pause every ~{args.pause_every:g} s, " if args.pause_every else ""
+    mlflow = f", {args.mlflow_restarts} MLflow server outages of {args.mlflow_down:g} s" if args.mlflow_server else ""
+    print(f"soak: {args.trials} trials, {args.workers} workers, a kill every ~{args.kill_every:g} s, {pauses}"
+          f"{args.pg_restarts} PostgreSQL restarts{mlflow}; seed {args.seed}; logs in {soak.logs}",
+          flush=True)  # fmt: skip
     try:
         code = run(soak)
         counts = tally(url, args.trials)
-        runs = mlflow_runs(workdir / "project")
+        runs = mlflow_runs(workdir / "project", soak.mlflow)
     finally:
+        if soak.mlflow is not None:
+            soak.mlflow.stop()
         ensure_postgres_running()
         with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            for database in databases:
+                conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         admin.dispose()
     print(f"done in {time.monotonic() - started:.0f} s: search start exited {code}; {soak.killed} workers killed, "
-          f"{soak.started} started, {soak.restarts} PostgreSQL restarts; {counts['attempts']} attempts, "
+          f"{soak.pauses} paused, {soak.started} started, {soak.restarts} PostgreSQL restarts, "
+          f"{soak.mlflow_restarts} MLflow server restarts; {counts['attempts']} attempts, "
           f"{counts['retried']} retries finished ({counts['resumed']} resumed from a checkpoint)")  # fmt: skip
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
