@@ -9,7 +9,7 @@ from search.coordination._coordinator import (
     Coordinator,
 )
 from search.coordination._liveness import heartbeat, keep_alive
-from search.coordination._reaper import FAIL_REASON_ATTR, RetryDeadTrial, reap_dead_trials
+from search.coordination._reaper import FAIL_REASON_ATTR, RetryDeadTrial, fail_and_retry, reap_dead_trials
 from search.coordination._resilience import (
     ENV_OUTAGE_LIMIT,
     OUTAGE,
@@ -35,6 +35,7 @@ __all__ = [
     "Coordinator",
     "RetryDeadTrial",
     "attempt",
+    "fail_and_retry",
     "heartbeat",
     "is_connection_error",
     "keep_alive",

@@ -95,20 +95,32 @@ def reap_dead_trials(storage: RDBStorage, study: optuna.Study, lock: Callable[[b
     # one grace period to beat again before anything counts as dead.
     if not find() or OUTAGE.within(grace):
         return []
-    dead: list[FrozenTrial | None] = []
+    dead: list[tuple[FrozenTrial, bool] | None] = []
     try:
         with lock(wait) as conn:
             for trial_id in find():
                 # A reaper that froze in here may have lost the lock to another: it stops writing
                 # (a lost connection, retried like any other) rather than fail a trial twice.
                 st.check_lock(conn)
-                dead.append(_fail_and_retry(storage, study, trial_id, grace))
+                dead.append(fail_and_retry(storage, study, trial_id, f"worker lost: no heartbeat for over {grace:g} s"))
     except st.LockBusy:
         return []  # someone else is claiming or reaping; the next pass looks again
-    return [trial for trial in dead if trial is not None]
+    failed = [found for found in dead if found is not None]
+    for trial, queued in failed:
+        retry = "queued its retry" if queued else "no retries left"
+        worker = trial.user_attrs.get("worker", "?")
+        log.warning("trial %d failed: its worker %s stopped heartbeating; %s", trial.number, worker, retry)
+    return [trial for trial, _ in failed]
 
 
-def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, grace: float) -> FrozenTrial | None:
+def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int,
+                   reason: str) -> tuple[FrozenTrial, bool] | None:  # fmt: skip
+    """Queue the retry of a RUNNING trial, then fail it with ``reason`` (under the study lock).
+
+    Returns the trial as read while it still ran and whether a retry was queued (none when its
+    retries are spent), or None, leaving no retry, when it had finished (its worker's tell landed
+    first). Used by reapers and by a worker's stall watchdog.
+    """
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -119,7 +131,7 @@ def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, gra
     retry_id = callback.queue(study, trial) if isinstance(callback, RetryDeadTrial) else None
     try:
         # Either write finds the trial finished when its worker's tell landed after our read.
-        storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"worker lost: no heartbeat for over {grace:g} s")
+        storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, reason)
         storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
     except UpdateFinishedTrialError:
         # Its worker finished it after all, between our look and now: the retry is not needed,
@@ -128,7 +140,4 @@ def _fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, gra
             storage.set_trial_user_attr(retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} finished")
             storage.set_trial_state_values(retry_id, state=TrialState.FAIL)
         return None
-    worker = trial.user_attrs.get("worker", "?")
-    queued = "queued its retry" if retry_id is not None else "no retries left"
-    log.warning("trial %d failed: its worker %s stopped heartbeating; %s", trial.number, worker, queued)
-    return trial
+    return trial, retry_id is not None

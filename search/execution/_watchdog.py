@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import storage as st
-from search.coordination import FAIL_REASON_ATTR, OUTAGE, RetryDeadTrial
+from search.coordination import OUTAGE, fail_and_retry
 
 if TYPE_CHECKING:
     import optuna
@@ -135,28 +135,14 @@ def fail_stalled(ctx: WorkerContext, trial: optuna.trial.Trial, reason: str) -> 
     Returns the trial as it was read while still running, or None, queuing nothing, when it had
     already finished (its own tell, a reaper).
     """
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
-
     coordinator = ctx.coordinator
-    storage = coordinator.storage
     with coordinator.lock() as conn:
-        frozen = storage.get_trial(trial._trial_id)
-        if frozen.state != TrialState.RUNNING:
-            return None
         st.check_lock(conn)  # still held: a claim never sees the trial failed before its retry is queued
-        callback = storage.heartbeat_stale_trial_callback
-        retry_id = callback.queue(ctx.optuna_study, frozen) if isinstance(callback, RetryDeadTrial) else None
-        try:
-            storage.set_trial_user_attr(trial._trial_id, FAIL_REASON_ATTR, reason)
-            storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        except UpdateFinishedTrialError:  # its tell landed between our read and our write
-            if retry_id is not None:
-                storage.set_trial_user_attr(retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} finished")
-                storage.set_trial_state_values(retry_id, state=TrialState.FAIL)
-            return None
-    log.warning("trial %d failed: %s; %s", trial.number, reason,
-                "queued its retry" if retry_id is not None else "no retries left")  # fmt: skip
+        failed = fail_and_retry(coordinator.storage, ctx.optuna_study, trial._trial_id, reason)
+    if failed is None:
+        return None
+    frozen, queued = failed
+    log.warning("trial %d failed: %s; %s", trial.number, reason, "queued its retry" if queued else "no retries left")
     return frozen
 
 
