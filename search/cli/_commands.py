@@ -116,6 +116,25 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     help="Run each trial as a torch.distributed job of this many CPU processes (gloo).",
 )
 @option(
+    "--nnodes",
+    type=int,
+    default=1,
+    help="Spread each trial over this many nodes: run this command on each, with the same --rdzv-endpoint; "
+    "each node adds its --gpus-per-trial GPUs or --procs-per-trial processes to the trial.",
+)
+@option(
+    "--rdzv-endpoint",
+    metavar="HOST:PORT",
+    envvar="SEARCH_RDZV_ENDPOINT",
+    show_envvar=True,
+    help="With --nnodes: where the nodes of a trial meet (torchrun's c10d rendezvous; port 29400 if none).",
+)
+@option(
+    "--rdzv-id",
+    metavar="ID",
+    help="With --nnodes: the id the nodes of one trial group share [the study's name and --worker-index].",
+)
+@option(
     "--wait-for-db",
     type=float,
     default=0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from search.cli._open import locations, open_existing_with_locations, study_name
@@ -12,6 +13,7 @@ from search.coordination import PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.execution import (
     ENV_STALL_TIMEOUT,
+    Nodes,
     connect,
     default_worker_id,
     interrupt_running,
@@ -39,19 +41,23 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     stall_timeout = kwargs.pop("stall_timeout")
     if stall_timeout is not None:  # this process, the workers and ranks it starts: over the study's value
         os.environ[ENV_STALL_TIMEOUT] = str(stall_timeout)
+    nnodes, endpoint, rdzv_id = kwargs.pop("nnodes"), kwargs.pop("rdzv_endpoint"), kwargs.pop("rdzv_id")
     if kwargs.pop("rank_of_group"):
         return _run_rank(kwargs, index)
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
+    nodes = _nodes(nnodes, endpoint, rdzv_id)
     gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
     coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"))
+    if nodes.count > 1 and not nodes.run_id:
+        nodes = replace(nodes, run_id=f"{coordinator.study_name}-{index}")
     release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
-    if gpus_per_trial > 1 or procs_per_trial > 1:
+    if gpus_per_trial > 1 or procs_per_trial > 1 or nodes.count > 1:
         release()
         return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 else None,
-                           max(gpus_per_trial, procs_per_trial), index, debug)  # fmt: skip
+                           max(gpus_per_trial, procs_per_trial), index, debug, nodes)  # fmt: skip
     if gpus and len(gpus) > 1:
         release()
         name = coordinator.study_name
@@ -99,15 +105,37 @@ def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator,
         return found
 
 
-def _run_groups(loc: Locations, name: str, gpus: list[str] | None, size: int, index: int, debug: bool) -> int:
+def _nodes(count: int, endpoint: str | None, run_id: str | None) -> Nodes:
+    """``--nnodes``, ``--rdzv-endpoint`` and ``--rdzv-id``, checked (the id is filled in once the study is found)."""
+    if count < 1:
+        raise SearchError(f"--nnodes must be >= 1, got {count}")
+    if count == 1:
+        if endpoint or run_id:
+            raise SearchError("--rdzv-endpoint and --rdzv-id need --nnodes 2 or more")
+        return Nodes()
+    if not endpoint:
+        raise SearchError(f"--nnodes {count} needs --rdzv-endpoint HOST:PORT, the same on every node")
+    host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "29400")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SearchError(f"--rdzv-endpoint must be HOST:PORT, got {endpoint!r}")
+    return Nodes(count, f"{host}:{port}", run_id or "")
+
+
+def _run_groups(loc: Locations, name: str, gpus: list[str] | None, size: int, index: int, debug: bool,
+                nodes: Nodes) -> int:  # fmt: skip
     """One process group per ``size`` GPUs (or one CPU group), each running trials until the study is done."""
     from concurrent.futures import ThreadPoolExecutor
 
     if gpus is not None and len(gpus) < size:
         raise SearchError(f"--gpus-per-trial {size} needs at least {size} GPUs, {len(gpus)} given")
     groups = [gpus[i : i + size] for i in range(0, len(gpus) - size + 1, size)] if gpus else [[]]
+    if nodes.count > 1 and len(groups) > 1:
+        raise SearchError(f"with --nnodes, a node runs one trial group: --gpus-per-trial {len(gpus or [])} "
+                          "(all of this node's GPUs), or one `search worker` per group with its own "
+                          "--rdzv-endpoint")  # fmt: skip
     with ThreadPoolExecutor(len(groups)) as pool:
-        codes = list(pool.map(lambda g: launch(loc, name, size, g[1], index * 100 + g[0], debug), enumerate(groups)))
+        codes = list(pool.map(lambda g: launch(loc, name, size, g[1], index * 100 + g[0], debug, nodes),
+                              enumerate(groups)))  # fmt: skip
     return max(codes)
 
 

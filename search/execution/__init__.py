@@ -2,7 +2,7 @@
 
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._finish import fail_reason
-from search.execution._gang import launch, run_rank
+from search.execution._gang import Nodes, launch, run_rank
 from search.execution._local import (
     check_some_worker_succeeded,
     default_workers,
@@ -45,6 +45,7 @@ __all__ = [
     "default_workers",
     "fail_reason",
     "interrupt_running",
+    "Nodes",
     "launch",
     "logical_number",
     "parse_gpus",

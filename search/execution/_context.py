@@ -49,3 +49,6 @@ class TrialOutcome:
     fit_seconds: float
     wall_seconds: float
     reason: str = ""
+    retried: bool = False
+    """A retry continues this attempt (it was lost, or failed through no fault of its own): its
+    checkpoints stay for the retry to resume from."""

@@ -108,6 +108,8 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
     try:
         if isinstance(exc, TrialLostError | UpdateFinishedTrialError) or not _still_running(ctx, trial):
             return _abandon(ctx, trial, run, started)
+        if ctx.gang is not None and lost_peer(exc):
+            return _requeue(ctx, trial, run, f"lost a node of its process group: {reason}", started)
         log.warning("trial %d failed: %s", trial.number, reason)
         attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}
         _record_attrs(ctx, trial, attrs)
@@ -167,6 +169,54 @@ def _flush_quietly(run: RunLogger) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 - bookkeeping only
         log.warning("could not write to MLflow run %s: %s", run.run_id, exc)
+
+
+_PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+              "communicator was aborted", "socket timeout")  # fmt: skip
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether a collective failed because another rank of the group went away (its node was lost,
+    killed or cut off), not because of the trial: gloo's and NCCL's words for it."""
+    import torch.distributed as dist
+
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        if isinstance(current, dist.DistNetworkError) or says_peer_lost(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def says_peer_lost(text: str) -> bool:
+    return any(words in text.lower() for words in _PEER_LOST)
+
+
+def _requeue(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, reason: str,
+             started: float) -> TrialOutcome:  # fmt: skip
+    """Fail a trial its process group could not finish through no fault of its own, and queue its
+    retry (resumed from its last checkpoint by the next group), as a reaper does for a dead worker."""
+    import storage as st
+    from search.coordination import fail_and_retry
+
+    with ctx.coordinator.lock() as conn:
+        st.check_lock(conn)
+        failed = fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, reason)
+    if failed is None:
+        return _abandon(ctx, trial, run, started)
+    retry = "queued its retry" if failed[1] else "no retries left"
+    log.warning("trial %d failed: %s; %s", trial.number, reason, retry)
+    _flush_quietly(run)
+    try:
+        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
+        ctx.tracker.end_run(run.run_id, "KILLED")
+    except DatabaseUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bookkeeping only; the retry marks it KILLED when it starts
+        log.warning("could not end MLflow run %s: %s", run.run_id, exc)
+    return TrialOutcome(trial.number, "FAIL", None, 0.0, time.perf_counter() - started, reason, retried=failed[1])
 
 
 def _abandon(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, started: float) -> TrialOutcome:

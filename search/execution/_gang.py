@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,9 +73,10 @@ def run_rank(loc: Locations, study_name: str, index: int, worker_id: str) -> int
     state = PartialState(cpu=not torch.cuda.is_available())
     try:
         if state.is_main_process:
-            return _lead(loc, study_name, index, worker_id)
-        _follow(state.process_index)
-        return 0
+            code = _lead(loc, study_name, index, worker_id)
+        else:
+            _follow(state.process_index)
+            code = 0
     except Exception as exc:
         path = error_file(loc, worker_id, state.process_index)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +84,19 @@ def run_rank(loc: Locations, study_name: str, index: int, worker_id: str) -> int
         log.exception("rank %d failed", state.process_index)
         # Peers may be blocked in a collective this rank will never join: end the whole group now.
         os._exit(1)
+    # Left to interpreter exit, the process group's native threads can abort the process
+    # ("terminate called without an active exception", SIGABRT) and the group would look broken
+    # after a clean finish, so the rank ends here. Every trial's writes were flushed when it ended.
+    state.destroy_process_group()
+    _flush_output()
+    os._exit(code)
+
+
+def _flush_output() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
@@ -134,8 +149,30 @@ def _follow(rank: int) -> None:
         log.info("rank %d: trial %d ran %d epochs", rank, number, result.epochs_run)
 
 
-def launch(loc: Locations, study_name: str, procs: int, gpus: list[str], index: int, debug: bool) -> int:
-    """Run one group of ``procs`` ranks until the study is done, relaunching it if it breaks."""
+@dataclass(frozen=True)
+class Nodes:
+    """A trial group spread over ``count`` nodes that meet through torchrun's c10d rendezvous.
+
+    Every node runs the same ``search worker`` with the same ``endpoint`` (``host:port`` of one of
+    them, or of any host every node reaches) and ``run_id``; each adds its own ranks to the group.
+    """
+
+    count: int = 1
+    endpoint: str | None = None
+    run_id: str = ""
+    join_timeout_s: int = 600
+
+    def torchrun_args(self) -> list[str]:
+        if self.count == 1:
+            return ["--standalone"]
+        return [f"--nnodes={self.count}", "--rdzv-backend=c10d", f"--rdzv-endpoint={self.endpoint}",
+                f"--rdzv-id={self.run_id}", f"--rdzv-conf=join_timeout={self.join_timeout_s}"]  # fmt: skip
+
+
+def launch(loc: Locations, study_name: str, procs: int, gpus: list[str], index: int, debug: bool,
+           nodes: Nodes | None = None) -> int:  # fmt: skip
+    """Run one group of ``procs`` ranks (per node) until the study is done, relaunching it if it breaks."""
+    nodes = nodes or Nodes()
     attempt = crashes = 0
     while crashes <= MAX_RELAUNCHES:
         worker_id = f"{default_worker_id(index)}:gang{attempt}"
@@ -146,45 +183,71 @@ def launch(loc: Locations, study_name: str, procs: int, gpus: list[str], index: 
         else:
             env.setdefault("OMP_NUM_THREADS", "1")
             env["ACCELERATE_USE_CPU"] = "true"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}",
+        cmd = [sys.executable, "-m", "torch.distributed.run", *nodes.torchrun_args(), f"--nproc-per-node={procs}",
                "-m", "search", *(["--debug"] if debug else []), "worker", "--name", study_name,
                "--worker-index", str(index), "--rank-of-group"]  # fmt: skip
         code = subprocess.call(cmd, env=env)
-        if code == 0:
-            return 0
+        if code == 0 or _study_done(loc, study_name):
+            return 0  # (the other nodes of a finished study close the rendezvous: no group to join)
         # A trial that breaks its group (a bug in the study, out of memory) costs that trial only.
-        crashes = 0 if _fail_orphaned_trials(loc, study_name, worker_id, procs) else crashes + 1
+        crashes = 0 if _fail_orphaned_trials(loc, study_name, worker_id, procs, nodes.count) else crashes + 1
         log.warning("process group %s exited with %d; starting a fresh group", worker_id, code)
     log.error("%d process groups in a row broke before running a trial; giving up", crashes)
     return 1
 
 
-def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs: int) -> bool:
-    """Trials the broken group left RUNNING end FAIL with the failing rank's error (not retried).
+def _study_done(loc: Locations, study_name: str) -> bool:
+    """Whether the budget is spent and no trial is running or queued: nothing left for a fresh group."""
+    coordinator = Coordinator(loc.storage_url, study_name)
+    try:
+        counts = coordinator.counts()
+        return counts.finished_logical >= coordinator.budget() and not counts.state("RUNNING") + counts.state("WAITING")
+    finally:
+        coordinator.storage.engine.dispose()
 
-    Returns whether the group had run any trial at all.
+
+def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs: int, nodes: int = 1) -> bool:
+    """Trials the broken group left RUNNING end FAIL with the failing rank's error.
+
+    Not retried when a rank of this node failed on its own (a bug in the study, out of memory);
+    retried, as a dead worker's trial is, when the group spans nodes and this node's ranks only
+    lost their peers (or were stopped by their agent): another node went away. ``procs`` is the
+    ranks per node; this node's ranks left their error files here. Only the launcher whose rank 0
+    ran the trial finds it (its worker id). Returns whether the group had run any trial at all.
     """
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
+    import storage as st
+    from search.coordination import fail_and_retry
+    from search.execution._finish import says_peer_lost
     from storage import mask
 
     reasons = []
-    for rank in range(procs):
+    for rank in range(procs * nodes):
         path = error_file(loc, worker_id, rank)
         if path.exists():
             reasons.append(json.loads(path.read_text()))
             path.unlink()
     reason = "; ".join(f"rank {r['rank']}: {r['error']}" for r in reasons) or "a rank of the process group died"
+    node_lost = nodes > 1 and all(says_peer_lost(r["error"]) for r in reasons)
     coordinator = Coordinator(loc.storage_url, study_name)
     study = coordinator.load()
     ran = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("worker") == worker_id]
     for trial in ran:
-        if trial.state == TrialState.RUNNING:
-            try:
-                coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", mask(reason[:500]))
-                coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-            except UpdateFinishedTrialError:  # a reaper finished it meanwhile, with its own reason
-                continue
-            log.warning("trial %d failed: %s", trial.number, reason)
+        if trial.state != TrialState.RUNNING:
+            continue
+        if node_lost:
+            with coordinator.lock() as conn:
+                st.check_lock(conn)
+                lost = f"lost a node of its process group: {reason}"
+                if fail_and_retry(coordinator.storage, study, trial._trial_id, mask(lost[:500])) is not None:
+                    log.warning("trial %d failed: %s; queued its retry", trial.number, lost)
+            continue
+        try:
+            coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", mask(reason[:500]))
+            coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:  # a reaper finished it meanwhile, with its own reason
+            continue
+        log.warning("trial %d failed: %s", trial.number, reason)
     return bool(ran)

@@ -62,7 +62,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         finally:
             if board is not None:
                 _close_board(board, ctx.record.metric, outcome)
-    if outcome.state != "LOST":  # a lost trial's retry resumes from these checkpoints
+    if outcome.state != "LOST" and not outcome.retried:  # a retry resumes from these checkpoints
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return outcome

@@ -72,6 +72,22 @@ def test_bad_worker_stall_timeout(cli, tmp_path, value):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--nnodes", "0"], "--nnodes must be >= 1, got 0"),
+        (["--nnodes", "2"], "--nnodes 2 needs --rdzv-endpoint HOST:PORT, the same on every node"),
+        (["--nnodes", "2", "--rdzv-endpoint", "node1:http"], "--rdzv-endpoint must be HOST:PORT, got 'node1:http'"),
+        (["--nnodes", "2", "--rdzv-endpoint", ":29400"], "--rdzv-endpoint must be HOST:PORT, got ':29400'"),
+        (["--rdzv-endpoint", "node1:29400"], "--rdzv-endpoint and --rdzv-id need --nnodes 2 or more"),
+    ],
+)
+def test_bad_multi_node_flags_are_one_line_before_anything_is_opened(cli, tmp_path, flags, fragment):
+    proc = cli("worker", "--name", "nope", *flags, cwd=tmp_path)
+    _assert_one_line_error(proc, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_worker_for_a_study_that_does_not_exist(cli, tmp_path):
     proc = cli("worker", "--name", "nope", cwd=tmp_path)
     _assert_one_line_error(proc, "no study 'nope' here")

@@ -161,3 +161,88 @@ def test_trials_that_break_a_process_group_cost_only_themselves(pg_url, tmp_path
     assert len(trials) == 8
     assert states == {"ok": {TrialState.COMPLETE}, "diverge": {TrialState.FAIL}, "bug": {TrialState.FAIL},
                       "oom": {TrialState.FAIL}}  # fmt: skip
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _node(env: dict[str, str], cwd: Path, log: Path, endpoint: str, study: str = "resmlp") -> subprocess.Popen[bytes]:
+    """One "node" of a two-node trial group: its own launcher, torchrun agent and rank."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "search", "worker", "--name", study, "--nnodes", "2",
+                                 "--rdzv-endpoint", endpoint], env=env, cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def test_a_trial_over_two_nodes_prunes_both_at_the_same_epoch(pg_url, tmp_path):
+    """Two launchers meet through torchrun's c10d rendezvous (gloo), as two nodes would: every trial
+    runs one rank on each, and a pruned trial stops on both at the same epoch."""
+    from optuna.trial import TrialState
+
+    env = _env(pg_url, project=tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    start = _search("start", "--study", "resmlp", "--trials", "4", "--workers", "0", "--no-retrain",
+                    "--pruner", "median:startup=1,warmup=0", "--study-option", "search_epochs=4",
+                    env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, start)
+    endpoint = f"127.0.0.1:{_free_port()}"
+    nodes = [_node(env, tmp_path, tmp_path / f"node{i}.log", endpoint) for i in range(2)]
+    codes = _finish([*nodes, start], timeout=400)
+    logs = "\n".join((tmp_path / f"node{i}.log").read_text() for i in range(2))
+    assert codes == [0, 0, 0], logs
+    trials = _trials(pg_url, "resmlp")
+    assert len(trials) == 4 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    for trial in trials:
+        assert trial.user_attrs["epochs_run_per_rank"] == [trial.user_attrs["epochs_run"]] * 2, trial.number
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, "the median pruner pruned nothing"
+    assert all(t.user_attrs["epochs_run"] == max(t.intermediate_values) < 4 for t in pruned)
+
+
+@pytest.mark.parametrize("lost", ["the other node", "rank 0's node"])
+def test_losing_a_node_mid_trial_retries_the_trial_and_frees_the_other(pg_url, tmp_path, lost):
+    """A node of a two-node trial dies (every process of it killed). The trial ends FAIL at once (the
+    survivor's collective fails: "lost a node") or after the grace period (rank 0's node: no
+    heartbeat), its retry is queued either way; the survivor does not hang in a collective but waits
+    at the rendezvous, and a replacement node resumes the trial from its checkpoint."""
+    import psutil
+    from optuna.trial import TrialState
+
+    env = _env(pg_url, project=tmp_path / "project")
+    start_log = tmp_path / "start.log"
+    start = _search("start", "--study", SLEEP_STUDY, "--trials", "3", "--workers", "0", "--no-retrain",
+                    "--pruner", "none", "--heartbeat-interval", "1", "--grace-period", "5", "--study-option",
+                    "epochs=6", "--study-option", "epoch_seconds=1", env=env, cwd=tmp_path, log=start_log)  # fmt: skip
+    _wait_created(start_log, start)
+    endpoint = f"127.0.0.1:{_free_port()}"
+    nodes = [_node(env, tmp_path, tmp_path / f"node{i}.log", endpoint, study="sleep") for i in range(2)]
+    deadline = time.monotonic() + 180
+    while not (running := [t for t in _trials(pg_url, "sleep") if len(t.intermediate_values) >= 2]):
+        assert time.monotonic() < deadline and start.poll() is None, start_log.read_text()
+        time.sleep(0.3)
+    victim_trial = running[0]
+    leader_pid = int(victim_trial.user_attrs["worker"].split(":")[1])  # host:launcher pid:index:gangN
+    leader = next(n for n in nodes if n.pid == leader_pid)
+    victim = leader if lost == "rank 0's node" else next(n for n in nodes if n is not leader)
+    for proc in [psutil.Process(victim.pid), *psutil.Process(victim.pid).children(recursive=True)]:
+        proc.kill()
+    survivor = next(n for n in nodes if n is not victim)
+    time.sleep(8)  # past the grace period
+    assert survivor.poll() is None  # not crashed, not given up: waiting for a node to join again
+    replacement = _node(env, tmp_path, tmp_path / "replacement.log", endpoint, study="sleep")
+    codes = _finish([survivor, replacement, start], timeout=300)
+    logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.log")))
+    assert codes == [0, 0, 0], logs
+    trials = _trials(pg_url, "sleep")
+    first = next(t for t in trials if t.number == victim_trial.number)
+    expected = "lost a node of its process group: " if lost == "the other node" else "worker lost: no heartbeat"
+    assert first.state == TrialState.FAIL and first.user_attrs["fail_reason"].startswith(expected), first.user_attrs
+    [retry] = [t for t in trials if t.system_attrs.get("failed_trial") == first.number]
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from_epoch"] >= 1
+    logical = {t.system_attrs.get("failed_trial", t.number) for t in trials if t.state == TrialState.COMPLETE}
+    assert len(logical) == 3 and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
