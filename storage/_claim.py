@@ -5,12 +5,13 @@ lock would still use after the server had ended its lock transaction and other w
 claimed the last trials: one trial over the budget. Made on the lock's connection, the same write
 fails with that connection instead. The statements are the ones Optuna's ``RDBStorage`` runs
 (``_create_new_trial`` and ``set_trial_state_values(RUNNING)``), and the trial they leave is the
-one it would: numbered by the study's earlier trials, started now by this node's clock.
+one it would: numbered by the study's earlier trials, started now by this node's clock, stored as
+naive UTC as Optuna 5 stores it (its models convert to local time when read).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy
 from sqlalchemy.engine import Connection
@@ -28,14 +29,18 @@ _POP = sqlalchemy.text(
 )
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
 def create_running_trial(conn: Connection, study_id: int) -> int:
     """Insert a new RUNNING trial of the study in ``conn``'s transaction; its id."""
     conn.execute(_LOCK_STUDY, {"sid": study_id})
     # A statement after the row lock: its snapshot sees every trial committed before the lock was ours.
-    return int(conn.execute(_CREATE, {"sid": study_id, "now": datetime.now()}).scalar_one())
+    return int(conn.execute(_CREATE, {"sid": study_id, "now": _utc_now()}).scalar_one())
 
 
 def pop_waiting_trial(conn: Connection, study_id: int) -> int | None:
     """Turn the study's oldest WAITING trial (a queued retry) RUNNING in ``conn``'s transaction; its id."""
-    trial_id = conn.execute(_POP, {"sid": study_id, "now": datetime.now()}).scalar()
+    trial_id = conn.execute(_POP, {"sid": study_id, "now": _utc_now()}).scalar()
     return None if trial_id is None else int(trial_id)

@@ -27,9 +27,10 @@ _RUNNING = sqlalchemy.text(
 
 _RETRY_HISTORIES = sqlalchemy.text(
     """
-    SELECT a.trial_id, t.state, a.value_json
+    SELECT a.trial_id, a.value_json, r.value_json AS reason
     FROM trial_system_attributes a
     JOIN trials t ON t.trial_id = a.trial_id
+    LEFT JOIN trial_user_attributes r ON r.trial_id = a.trial_id AND r.key = 'fail_reason'
     WHERE t.study_id = :sid AND a.key = 'retry_history'
     """
 )
@@ -41,8 +42,7 @@ def stale_trials(bind: Engine | Connection, study_id: int, grace_s: float, orpha
     A trial that never beat (its worker died between creating it and the first heartbeat, or the
     reply to the claim was lost) counts as stale once this process has seen it without a heartbeat
     for more than ``orphan_s`` seconds. Only the database's clock decides: heartbeats are written
-    with it, and a trial's start time (the claiming node's naive local clock, in its own time zone)
-    is never compared with anything.
+    with it, and a trial's start time (the claiming node's clock) is never compared with anything.
     """
     if isinstance(bind, Engine):
         with bind.connect() as conn:
@@ -80,10 +80,11 @@ def retried_trial_numbers(bind: Engine | Connection, study_id: int) -> set[int]:
 
 
 def retries_of(bind: Engine | Connection, study_id: int, number: int) -> list[int]:
-    """Ids of the unfailed retries of trial ``number`` (its retry history ends with it), oldest first."""
+    """Ids of the retries of trial ``number`` (its retry history ends with it), oldest first, but
+    those that stood down (``fail_reason`` "not needed: ..."): ran, running, queued or failed later."""
     if isinstance(bind, Engine):
         with bind.connect() as conn:
             return retries_of(conn, study_id, number)
     rows = bind.execute(_RETRY_HISTORIES, {"sid": study_id}).fetchall()
-    live = (row for row in rows if str(getattr(row.state, "name", row.state)) != "FAIL")
+    live = (row for row in rows if not str(json.loads(row.reason) if row.reason else "").startswith("not needed"))
     return sorted(int(row.trial_id) for row in live if json.loads(row.value_json)[-1:] == [number])

@@ -56,7 +56,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
     if gpus_per_trial > 1 or procs_per_trial > 1 or nodes.count > 1:
         release()
-        return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 else None,
+        return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 or nodes.count > 1 else None,
                            max(gpus_per_trial, procs_per_trial), index, debug, nodes)  # fmt: skip
     if gpus and len(gpus) > 1:
         release()

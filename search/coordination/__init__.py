@@ -9,7 +9,13 @@ from search.coordination._coordinator import (
     Coordinator,
 )
 from search.coordination._liveness import heartbeat, keep_alive
-from search.coordination._reaper import FAIL_REASON_ATTR, RetryDeadTrial, fail_and_retry, reap_dead_trials
+from search.coordination._reaper import (
+    FAIL_REASON_ATTR,
+    INTERRUPTED,
+    RetryDeadTrial,
+    fail_and_retry,
+    reap_dead_trials,
+)
 from search.coordination._resilience import (
     ENV_OUTAGE_LIMIT,
     OUTAGE,
@@ -27,6 +33,7 @@ __all__ = [
     "ENV_OUTAGE_LIMIT",
     "EXPERIMENT_ATTR",
     "FAIL_REASON_ATTR",
+    "INTERRUPTED",
     "OUTAGE",
     "TRACKING_OUTAGE",
     "PARENT_RUN_ATTR",

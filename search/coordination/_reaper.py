@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAIL_REASON_ATTR = "fail_reason"
+INTERRUPTED = "interrupted"
+"""The ``fail_reason`` of a trial its own worker stopped (Ctrl-C, SIGTERM): it resumes later."""
 ORPHAN_SLACK_S = 60.0
 """Extra wait before a trial that never heartbeat counts as dead (start times are node clocks)."""
 
@@ -136,7 +138,7 @@ def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int,
     except UpdateFinishedTrialError:
         # Its worker finished it after all, between our look and now: the retry is not needed,
         # unless the worker failed it itself (an interrupt, which then found our retry queued).
-        if retry_id is not None and storage.get_trial(trial_id).state != TrialState.FAIL:
+        if retry_id is not None and storage.get_trial(trial_id).user_attrs.get(FAIL_REASON_ATTR) != INTERRUPTED:
             storage.set_trial_user_attr(retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} finished")
             storage.set_trial_state_values(retry_id, state=TrialState.FAIL)
         return None

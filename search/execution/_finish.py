@@ -108,7 +108,9 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
     try:
         if isinstance(exc, TrialLostError | UpdateFinishedTrialError) or not _still_running(ctx, trial):
             return _abandon(ctx, trial, run, started)
-        if ctx.gang is not None and lost_peer(exc):
+        # Across nodes a peer's loss is the node's, not the trial's; on one node, a rank that died
+        # did so of the trial (a bug, out of memory), and the trial fails as any other would.
+        if ctx.gang is not None and ctx.gang.spans_nodes and lost_peer(exc):
             return _requeue(ctx, trial, run, f"lost a node of its process group: {reason}", started)
         log.warning("trial %d failed: %s", trial.number, reason)
         attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}

@@ -47,6 +47,8 @@ class Gang:
 
     def __init__(self) -> None:
         self.sent = False
+        # torchrun's view: more ranks in the group than on this node means the group spans nodes.
+        self.spans_nodes = int(os.environ.get("WORLD_SIZE", 1)) > int(os.environ.get("LOCAL_WORLD_SIZE", 1))
 
     def send_params(self, number: int, params: Any, ckpt_dir: Path) -> None:
         _broadcast(("fit", number, params, str(ckpt_dir)))

@@ -87,8 +87,12 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
             lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}"
         )
     except BaseException:
-        # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen): end it.
-        ctx.tracker.mark_killed(run.run_id)
+        # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen): end it,
+        # without letting that clean-up replace what went wrong.
+        try:
+            ctx.tracker.mark_killed(run.run_id)
+        except Exception as exc:  # noqa: BLE001 - the study's end closes it (end_orphaned_trial_runs)
+            log.warning("could not end MLflow run %s: %s", run.run_id, exc)
         raise
     return run
 

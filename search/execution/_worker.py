@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
+from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator
 from search.exceptions import SearchError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._trial import run_trial
@@ -118,7 +118,7 @@ def interrupt_running(ctx: WorkerContext) -> None:
         if trial.user_attrs.get("worker") != ctx.worker_id:
             continue
         try:
-            ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", "interrupted")
+            ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, FAIL_REASON_ATTR, INTERRUPTED)
             failed = ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
         except UpdateFinishedTrialError:  # a reaper (or its own tell) finished it first: nothing to resume
             continue

@@ -32,6 +32,8 @@ def test_sqlite_database_is_locked_is_an_error_not_an_outage(tmp_path, fresh_out
 
         def write() -> None:
             with other.begin() as c:
+                # storage's engines set a 60 s busy timeout on every SQLite connection of the process
+                c.exec_driver_sql("PRAGMA busy_timeout = 100")
                 c.exec_driver_sql("INSERT INTO t VALUES (1)")
 
         with pytest.raises(sqlalchemy.exc.OperationalError, match="database is locked") as err:

@@ -130,3 +130,21 @@ def test_a_heartbeat_thread_never_waits_for_the_study_lock(pg_url):
         holder.join(30)
     assert study.get_trials(deepcopy=False)[0].state.name == "RUNNING"  # skipped, not reaped
     assert [t.number for t in coordinator.reap(study)] == [dead.number]  # a waiting reaper does reap
+
+
+def test_a_claimed_trial_starts_at_the_time_optuna_would_record_whatever_the_nodes_time_zone(pg_url, monkeypatch):
+    """The claim writes its trial itself (on the lock's connection): its start time must be stored as
+    Optuna stores it (naive UTC), or every duration is off by the node's UTC offset."""
+    from datetime import datetime
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        coordinator, study = _study(pg_url, "tz", trials=2)
+        before = datetime.now()
+        trial, _ = coordinator.claim(study)
+        started = coordinator.storage.get_trial(trial._trial_id).datetime_start  # local time, as Optuna reads it
+        assert abs((started - before).total_seconds()) < 60, (started, before)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -79,3 +79,39 @@ def test_two_processes_that_queue_the_same_retry_at_once_leave_one(tmp_path, bac
     retries = [t for t in study.get_trials(deepcopy=False) if t.system_attrs.get("failed_trial") == trial.number]
     assert [(t._trial_id, t.state) for t in retries] == [(first, TrialState.WAITING), (first + 1, TrialState.FAIL)]
     assert retries[1].user_attrs["fail_reason"] == f"not needed: trial {trial.number} has a retry"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_trial_its_worker_failed_for_good_between_the_reapers_read_and_write_gets_no_retry(tmp_path, backend,
+                                                                                             request):  # fmt: skip
+    """Unlike an interrupt, a real failure (a bug in the study) is final: the reaper's retry stands down."""
+    from optuna.trial import TrialState
+
+    from search.cli import StartOptions, prepare
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else f"sqlite:///{tmp_path}/optuna.db"
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=2,
+                                  settings=SearchSettings(heartbeat_interval=1, grace_period=2))).record  # fmt: skip
+    coordinator = Coordinator(url, "bug")
+    study, _ = coordinator.create_or_resume(record, 2)
+    slow, _ = coordinator.claim(study)
+    time.sleep(3.0)
+    storage = coordinator.storage
+    original = storage.set_trial_user_attr
+
+    def the_worker_fails_it_first(trial_id: int, key: str, value: Any) -> None:
+        if trial_id == slow._trial_id and key == "fail_reason" and str(value).startswith("worker lost"):
+            original(trial_id, "fail_reason", "ValueError: a bug")
+            storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+        original(trial_id, key, value)
+
+    storage.set_trial_user_attr = the_worker_fails_it_first  # type: ignore[method-assign]
+    try:
+        assert coordinator.reap(study) == []
+    finally:
+        storage.set_trial_user_attr = original  # type: ignore[method-assign]
+    trials = study.get_trials(deepcopy=False)
+    assert trials[0].user_attrs["fail_reason"] == "ValueError: a bug"
+    assert [t.state for t in trials[1:]] == [TrialState.FAIL]  # the retry stood down
