@@ -63,11 +63,13 @@ class IndexPlan(Sampler[list[int]]):
     """Which rows one process reads, batch by batch, in one epoch.
 
     Training (``shuffle=True``): a permutation seeded from ``(seed, epoch)`` only, so the order never
-    depends on the global RNG and a resumed run reads what an uninterrupted one would. Every process
-    gets the same number of full batches, a multiple of ``accum``; optimizer step ``i`` consumes the
-    contiguous block ``i`` of the permutation, however it is split over processes and micro-batches.
-    The remainder (fewer rows than one optimizer step) is dropped; a fresh permutation each epoch
-    means different rows are dropped. Data smaller than one optimizer step is cycled.
+    depends on the global RNG and a resumed run reads what an uninterrupted one would. An epoch reads
+    every row once. Optimizer step ``i`` consumes the contiguous block ``i`` of the permutation,
+    however it is split over processes and micro-batches; the last step takes the remainder (fewer
+    rows than a full step), split as evenly as it goes into at most ``accum`` micro-batches per
+    process. Every process gets the same micro-batch count, which collectives need; with ``world``
+    processes, up to ``world - 1`` rows of the last step are read twice so that every process has a
+    share. :meth:`layout` says how much each micro-batch weighs in its step's gradient.
 
     Evaluation (``shuffle=False``): process ``r`` reads its own contiguous slice, disjoint from the
     others, no padding, so sums over processes count every row exactly once.
@@ -99,23 +101,73 @@ class IndexPlan(Sampler[list[int]]):
             return self._train_indices()
         return torch.arange(self.rank * self.n // self.world, (self.rank + 1) * self.n // self.world)
 
+    @property
+    def step_rows(self) -> int:
+        """Rows of one full optimizer step over all processes."""
+        return self.batch_size * self.accum * self.world
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per training epoch: the full ones and the remainder's."""
+        return math.ceil(self.n / self.step_rows)
+
+    def _tail(self) -> tuple[int, int]:
+        """The last step's rows (padded to a multiple of ``world``) and micro-batches per process."""
+        rows = self.n % self.step_rows
+        if rows == 0:
+            return 0, 0
+        rows += -rows % self.world
+        return rows, math.ceil(rows / (self.world * self.batch_size))
+
+    def layout(self) -> list[MicroBatch]:
+        """This process's micro-batches of a training epoch, in order (the same every epoch)."""
+        full = self.n // self.step_rows
+        out = [MicroBatch(self.batch_size, 1 / self.accum, (i + 1) % self.accum == 0) for i in range(full * self.accum)]
+        rows, micro = self._tail()
+        for i, size in enumerate(_split_sizes(rows, micro * self.world)[self.rank :: self.world]):
+            out.append(MicroBatch(size, self.world * size / rows, i == micro - 1))
+        return out
+
     def _train_indices(self) -> Tensor:
-        step_rows = self.batch_size * self.accum * self.world
-        steps = max(1, self.n // step_rows)
         generator = torch.Generator().manual_seed((self.seed * _SEED_MIX + self.epoch) % 2**63)
         order = torch.randperm(self.n, generator=generator)
-        order = order.repeat(math.ceil(steps * step_rows / self.n))[: steps * step_rows]
-        return order.view(steps * self.accum, self.world, self.batch_size)[:, self.rank].reshape(-1)
+        full = self.n // self.step_rows
+        head = order[: full * self.step_rows].view(full * self.accum, self.world, self.batch_size)
+        parts = [head[:, self.rank].reshape(-1)]
+        rows, micro = self._tail()
+        if rows:
+            tail = torch.cat([order[full * self.step_rows :], order[: rows - self.n % self.step_rows]])
+            parts += list(tail.tensor_split(micro * self.world)[self.rank :: self.world])
+        return torch.cat(parts)
+
+    def sizes(self) -> list[int]:
+        """Rows of each of this process's batches in the current epoch."""
+        if self.shuffle:
+            return [m.rows for m in self.layout()]
+        rows = (self.rank + 1) * self.n // self.world - self.rank * self.n // self.world
+        return [min(self.batch_size, rows - start) for start in range(0, rows, self.batch_size)]
 
     def __len__(self) -> int:
-        if self.shuffle:
-            return max(1, self.n // (self.batch_size * self.accum * self.world)) * self.accum
-        rows = (self.rank + 1) * self.n // self.world - self.rank * self.n // self.world
-        return math.ceil(rows / self.batch_size)
+        return len(self.sizes())
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.indices().split(self.batch_size):
+        for batch in self.indices().split(self.sizes()):
             yield batch.tolist()
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One process's share of an optimizer step: its rows, the factor its mean loss is scaled by
+    so the step's gradient is the mean over all the step's rows, and whether it ends the step."""
+
+    rows: int
+    weight: float
+    ends_step: bool
+
+
+def _split_sizes(rows: int, parts: int) -> list[int]:
+    """The sizes ``Tensor.tensor_split`` cuts ``rows`` into: the first ``rows % parts`` one larger."""
+    return [rows // parts + (i < rows % parts) for i in range(parts)]
 
 
 class Batches(Protocol):
@@ -141,7 +193,7 @@ class _TensorBatches:
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         # One host-to-device copy of the epoch's indices; the batches are device-side gathers.
         x, y = self.data.x, self.data.y
-        for index in self.plan.indices().to(self.device).split(self.plan.batch_size):
+        for index in self.plan.indices().to(self.device).split(self.plan.sizes()):
             yield x.index_select(0, index), y.index_select(0, index)
 
 

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import gather_object, set_seed
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from trainer._checkpoint import Checkpointer, capture_rng, restore_rng
 from trainer._config import TrainConfig
-from trainer._data import Batches, IndexPlan, TrainData, dataset_size, make_batches
-from trainer._errors import CheckpointError
+from trainer._data import Batches, IndexPlan, MicroBatch, TrainData, dataset_size, make_batches
+from trainer._errors import CheckpointError, ConfigError
 from trainer._evaluate import validate
 from trainer._hooks import Hook, MetricsSink
 from trainer._monitor import EpochMonitor
@@ -28,7 +28,9 @@ from trainer._runtime import make_accelerator, release_model
 from trainer._tasks import Task
 
 # Settings that may change between a run and its resumption without changing what is trained.
-_RESUMABLE_CHANGES = frozenset({"epochs", "resume", "checkpoint_dir", "keep_last", "num_workers", "cpu"})
+# Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
+# schedule's length depends on it, so a changed one would bend the learning rate mid-run).
+_RESUMABLE_CHANGES = frozenset({"resume", "checkpoint_dir", "keep_last", "num_workers", "cpu", "tf32"})
 
 
 @dataclass
@@ -42,6 +44,8 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: LambdaLR
     train: Batches
+    layout: list[MicroBatch]
+    """This process's micro-batches of a training epoch: rows, loss weight, whether a step ends."""
     val: Batches
     checkpoints: Checkpointer | None
     params: list[Tensor]
@@ -55,6 +59,8 @@ class _Run:
     train_samples: int = 0
     train_seconds: float = 0.0
     callback_seconds: float = 0.0
+    loss_scale: float | None = None
+    """The fp16 gradient scaler's scale before the next step (``None``: not read yet)."""
     on_step: Callable[[], object] = lambda: None
     """Called after every optimizer step (a profiler's ``step``); a no-op unless given to ``fit``."""
 
@@ -72,22 +78,31 @@ def fit(
 ) -> FitResult:
     """Train ``model`` in place and validate it after every epoch.
 
-    Per-epoch metrics (``epoch, train_loss, val_loss, <task metrics>, lr, grad_norm, epoch_seconds,
-    samples_per_second``) go to ``sink`` and to every hook on the main process; a hook returning
-    ``True`` stops all processes after that epoch. ``lr`` is the rate of the epoch's last optimizer
-    step, ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is
-    left on the training device.
+    An epoch trains on every training row once: the last optimizer step takes the rows left over,
+    with each micro-batch's loss weighted so the step's gradient is the mean over its rows.
+
+    Per-epoch metrics (``epoch, train_loss, val_loss, <task metrics>, lr, grad_norm, grad_norm_max,
+    nonfinite_grad_norms, skipped_steps, epoch_seconds, samples_per_second``) go to ``sink`` and to
+    every hook on the main process; a hook returning ``True`` stops all processes after that epoch.
+    ``lr`` is the rate of the epoch's last optimizer step, ``skipped_steps`` counts steps an fp16
+    gradient scaler skipped on overflow (they move neither the weights nor the schedule),
+    ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is left on
+    the training device.
 
     With ``config.checkpoint_dir`` set, the full training state is saved after every epoch, and
     with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
     are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
+    A checkpoint trained with other hyperparameters (anything but ``resume``, ``checkpoint_dir``,
+    ``keep_last``, ``num_workers``, ``cpu`` and ``tf32``) is refused with a :class:`CheckpointError`.
 
     ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
 
     Raises:
-        ConfigError: ``config`` cannot run here (fp16 without CUDA).
+        ConfigError: ``config`` cannot run here (fp16 without CUDA), or its effective batch
+            (``batch_size x grad_accum_steps x processes``) exceeds the training rows.
         DivergenceError: the training loss became NaN or infinite.
-        CheckpointError: the checkpoint to resume from does not fit ``model``.
+        CheckpointError: the checkpoint to resume from does not fit ``model`` or was trained with
+            other hyperparameters.
     """
     started = time.perf_counter()
     run = _setup(model, train, val, task, config)
@@ -112,7 +127,7 @@ def _train(run: _Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | 
 
 def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig) -> _Run:
     accelerator = make_accelerator(config)
-    set_seed(config.seed)
+    set_seed(config.seed, device_specific=True)  # seed + rank: each process its own dropout stream
     train_plan, val_plan = _plans(train, val, config, accelerator)
     train_batches = make_batches(train, train_plan, accelerator.device, config.num_workers)
     val_batches = make_batches(val, val_plan, accelerator.device, config.num_workers)
@@ -121,7 +136,7 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         is_main = accelerator.is_main_process
         checkpoints = Checkpointer(config.checkpoint_dir, config.keep_last, writer=is_main)
     optimizer = build_optimizer(model, config)
-    total_steps = config.epochs * len(train_plan) // config.grad_accum_steps
+    total_steps = config.epochs * train_plan.optimizer_steps
     scheduler = build_scheduler(optimizer, total_steps, config)
     model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
     return _Run(
@@ -132,6 +147,7 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         optimizer=optimizer,
         scheduler=scheduler,
         train=train_batches,
+        layout=train_plan.layout(),
         val=val_batches,
         checkpoints=checkpoints,
         params=[p for p in model.parameters() if p.requires_grad],
@@ -142,8 +158,15 @@ def _plans(
     train: TrainData, val: TrainData, config: TrainConfig, accelerator: Accelerator
 ) -> tuple[IndexPlan, IndexPlan]:
     shard = {"rank": accelerator.process_index, "world": accelerator.num_processes}
+    rows, step_rows = dataset_size(train), config.batch_size * config.grad_accum_steps * accelerator.num_processes
+    if step_rows > rows:
+        raise ConfigError(
+            f"the effective batch ({config.batch_size} x {config.grad_accum_steps} accumulation steps x "
+            f"{accelerator.num_processes} processes = {step_rows}) exceeds the {rows} training rows; "
+            "lower batch_size or grad_accum_steps"
+        )
     train_plan = IndexPlan(
-        dataset_size(train),
+        rows,
         config.batch_size,
         shuffle=True,
         seed=config.seed,
@@ -158,41 +181,66 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     run.model.train()
     run.train.set_epoch(epoch)
     monitor = EpochMonitor(run.accelerator, epoch)
-    for x, y in run.train:
-        loss, grad_norm = _micro_step(run, x, y)
-        monitor.record(loss, grad_norm)
+    for (x, y), micro in zip(run.train, run.layout, strict=True):
+        loss = _micro_step(run, x, y, micro)
+        grad_norm = _optimizer_step(run, monitor) if micro.ends_step else None
+        monitor.record(loss, micro.rows, grad_norm)
     stats = monitor.summary()  # syncs the device, so the clock below is honest
     train_seconds = time.perf_counter() - started
-    samples = len(run.train) * run.config.batch_size * run.accelerator.num_processes  # all batches are full
+    samples = sum(m.rows for m in run.layout) * run.accelerator.num_processes
     run.train_samples += samples
     run.train_seconds += train_seconds
-    metrics = {"epoch": epoch, "train_loss": stats["train_loss"]}
+    metrics = {"epoch": epoch, "train_loss": stats.pop("train_loss")}
     metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task))
-    metrics |= {"lr": run.lr, "grad_norm": stats["grad_norm"]}
+    metrics |= {"lr": run.lr} | stats
     metrics |= {"epoch_seconds": time.perf_counter() - started, "samples_per_second": samples / train_seconds}
     return metrics
 
 
-def _micro_step(run: _Run, x: Any, y: Any) -> tuple[Tensor, Tensor | None]:
-    """Forward and backward of one micro-batch; the last one of an accumulation also updates."""
+def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
+    """Forward and backward of one micro-batch, its gradient added to the step's with its weight.
+
+    Accumulation is done here, not by ``accelerator.accumulate``: a step may end after fewer
+    micro-batches than ``grad_accum_steps`` (the epoch's remainder), which Accelerate cannot know.
+    Gradients are synced between processes only on the micro-batch that ends a step.
+    """
     accelerator = run.accelerator
-    with accelerator.accumulate(run.model):
+    sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(run.model)
+    with sync:
         loss = run.task.loss(run.model(x), y)
-        accelerator.backward(loss)
-        grad_norm = _optimizer_step(run) if accelerator.sync_gradients else None
-    return loss.detach(), grad_norm
+        accelerator.backward(loss * micro.weight if micro.weight != 1 else loss)
+    return loss.detach()
 
 
-def _optimizer_step(run: _Run) -> Tensor:
+def _optimizer_step(run: _Run, monitor: EpochMonitor) -> Tensor:
     grad_norm = _clip_gradients(run)
     run.lr = run.optimizer.param_groups[0]["lr"]
+    scaler = run.accelerator.scaler
+    if scaler is not None and run.loss_scale is None:
+        run.loss_scale = scaler.get_scale()
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
-    if not run.accelerator.optimizer_step_was_skipped:  # fp16 overflow: keep the schedule in place
+    if _step_was_skipped(run):  # fp16 overflow: the weights did not move, so neither does the schedule
+        monitor.skipped()
+    else:
         run.scheduler.step()
         run.global_step += 1
     run.on_step()
     return grad_norm
+
+
+def _step_was_skipped(run: _Run) -> bool:
+    """Whether the fp16 gradient scaler skipped the step just taken.
+
+    Accelerate's ``optimizer_step_was_skipped`` never says so for a fused optimizer (AdamW here):
+    the scaler hands it the overflow flag and the kernel skips the update itself. The scaler halves
+    its scale on every overflow and only ever grows it otherwise, so a lower scale is a skipped step.
+    """
+    scaler = run.accelerator.scaler
+    if scaler is None:
+        return False
+    before, run.loss_scale = run.loss_scale, scaler.get_scale()
+    return run.accelerator.optimizer_step_was_skipped or (before is not None and run.loss_scale < before)
 
 
 def _clip_gradients(run: _Run) -> Tensor:
@@ -244,7 +292,8 @@ def _snapshot(run: _Run) -> dict[str, Any]:
         "optimizer": run.optimizer.state_dict(),
         "scheduler": run.scheduler.state_dict(),
         "scaler": None if scaler is None else scaler.state_dict(),
-        "rng": capture_rng(),
+        "rng": gather_object([capture_rng()]) if run.accelerator.num_processes > 1 else [capture_rng()],
+        "world_size": run.accelerator.num_processes,
         "epoch": run.epoch,
         "global_step": run.global_step,
         "lr": run.lr,
@@ -266,7 +315,13 @@ def _resume(run: _Run) -> None:
 
 
 def _restore(run: _Run, state: dict[str, Any]) -> None:
-    _warn_on_config_change(state["config"], run.config)
+    _refuse_config_change(state, run.config)
+    world, saved_world = run.accelerator.num_processes, state.get("world_size", 1)
+    if saved_world != world:
+        raise CheckpointError(
+            f"cannot resume from epoch {state['epoch']} in {run.config.checkpoint_dir}: it was trained by "
+            f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
+        )
     try:
         run.accelerator.unwrap_model(run.model).load_state_dict(state["model"])
         run.optimizer.load_state_dict(state["optimizer"])
@@ -276,18 +331,23 @@ def _restore(run: _Run, state: dict[str, Any]) -> None:
     run.scheduler.load_state_dict(state["scheduler"])
     if run.accelerator.scaler is not None and state["scaler"] is not None:
         run.accelerator.scaler.load_state_dict(state["scaler"])
-    restore_rng(state["rng"])
+        run.loss_scale = None
+    rng = state["rng"]
+    restore_rng(rng[run.accelerator.process_index] if isinstance(rng, list) else rng)  # a list: one per rank
     run.epoch = run.resumed_from = state["epoch"]
     run.global_step, run.lr = state["global_step"], state["lr"]
     run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
 
 
-def _warn_on_config_change(saved: Mapping[str, Any], config: TrainConfig) -> None:
-    current = config.to_dict()
-    changed = sorted(k for k in current if k not in _RESUMABLE_CHANGES and saved.get(k) != current[k])
+def _refuse_config_change(state: Mapping[str, Any], config: TrainConfig) -> None:
+    saved, current = state["config"], config.to_dict()
+    changed = [k for k in current if k not in _RESUMABLE_CHANGES and k in saved and saved[k] != current[k]]
     if changed:
-        message = f"resuming from a checkpoint trained with different {', '.join(changed)}"
-        warnings.warn(message, RuntimeWarning, stacklevel=5)  # the caller of fit
+        what = ", ".join(f"{k}={saved[k]!r} (now {current[k]!r})" for k in changed)
+        raise CheckpointError(
+            f"cannot resume from epoch {state['epoch']} in {config.checkpoint_dir}: it was trained with "
+            f"{what}; resume with the same hyperparameters, or set resume=False to start over"
+        )
 
 
 def _result(run: _Run, stopped_epoch: int | None, seconds: float) -> FitResult:

@@ -10,8 +10,11 @@ from torch import Tensor
 
 from trainer._errors import DivergenceError
 
-CHECK_EVERY = 50
-"""Micro-batches between divergence checks; each check costs one device sync and one gather."""
+CHECK_EVERY = 8
+"""Micro-batches between divergence checks; each check costs one device sync and one gather, so a
+NaN loss stops training within 8 micro-batches instead of running on for the rest of the epoch."""
+
+_ROW = 8  # values each process contributes per check; see EpochMonitor.check
 
 
 class EpochMonitor:
@@ -21,49 +24,72 @@ class EpochMonitor:
     last check are folded into running sums and tested for NaN/inf on all processes at once (one
     gather), so every process raises the same :class:`DivergenceError`, naming the first bad
     micro-batch of any process.
+
+    Gradient norms: the mean and maximum over the optimizer steps whose norm was finite, and how
+    many were not (an fp16 overflow, or a real blow-up when no scaler skips the step).
     """
 
     def __init__(self, accelerator: Accelerator, epoch: int, check_every: int = CHECK_EVERY) -> None:
         self.accelerator, self.epoch, self.check_every = accelerator, epoch, check_every
         self.losses: list[Tensor] = []
+        self.rows: list[int] = []
         self.norms: list[Tensor] = []
         self.checked = 0
-        self.loss_sum = self.loss_count = 0.0
-        self.norm_sum = self.norm_count = 0.0
+        self.loss_sum = self.loss_rows = 0.0
+        self.norm_sum = self.norm_count = self.nonfinite_norms = 0.0
+        self.norm_max = -math.inf
+        self.skipped_steps = 0
 
-    def record(self, loss: Tensor, grad_norm: Tensor | None) -> None:
+    def record(self, loss: Tensor, rows: int, grad_norm: Tensor | None) -> None:
+        """A micro-batch's mean loss over its ``rows``; ``grad_norm`` when it ended a step."""
         self.losses.append(loss)
+        self.rows.append(rows)
         if grad_norm is not None:
             self.norms.append(grad_norm)
         if len(self.losses) >= self.check_every:
             self.check()
+
+    def skipped(self) -> None:
+        """The step just taken was skipped (fp16 overflow): the weights and schedule did not move."""
+        self.skipped_steps += 1
 
     def check(self) -> None:
         """Fold in the pending values; raise :class:`DivergenceError` if any process saw a bad loss."""
         if not self.losses:
             return
         window = torch.stack(self.losses).double()
+        rows = window.new_tensor(self.rows)
         bad = ~torch.isfinite(window)
         first = torch.argmax(bad.to(torch.uint8))  # argmax returns the first maximal index
         norms = torch.stack(self.norms).double() if self.norms else window.new_zeros(0)
-        finite_norms = norms[torch.isfinite(norms)]
-        row = [torch.where(bad.any(), first, -1).double(), window[first], window.sum()]
-        row += [finite_norms.sum(), window.new_tensor(len(finite_norms))]
-        rows = self.accelerator.gather(torch.stack(row).double()).view(-1, 5).tolist()
-        hits = [(int(step) + self.checked, loss) for step, loss, *_ in rows if step >= 0]
+        finite = torch.isfinite(norms)
+        finite_norms = norms[finite]
+        top = finite_norms.max() if len(finite_norms) else window.new_tensor(-math.inf)
+        row = [torch.where(bad.any(), first, -1).double(), window[first], (window * rows).sum(), rows.sum()]
+        row += [finite_norms.sum(), window.new_tensor(len(finite_norms)), top, (~finite).sum().double()]
+        gathered = self.accelerator.gather(torch.stack(row).double()).view(-1, _ROW).tolist()
+        hits = [(int(step) + self.checked, loss) for step, loss, *_ in gathered if step >= 0]
         if hits:
             raise DivergenceError(self.epoch, *min(hits))
-        self.loss_sum += sum(r[2] for r in rows)
-        self.loss_count += len(window) * len(rows)
-        self.norm_sum, self.norm_count = self.norm_sum + rows[0][3], self.norm_count + rows[0][4]
+        self.loss_sum += sum(r[2] for r in gathered)
+        self.loss_rows += sum(r[3] for r in gathered)
+        ours = gathered[0]  # the norm is of the synced gradients: the same on every process
+        self.norm_sum, self.norm_count = self.norm_sum + ours[4], self.norm_count + ours[5]
+        self.norm_max = max(self.norm_max, ours[6])
+        self.nonfinite_norms += ours[7]
         self.checked += len(window)
-        self.losses, self.norms = [], []
+        self.losses, self.rows, self.norms = [], [], []
 
     def summary(self) -> dict[str, float]:
-        """``train_loss``: mean over every process's micro-batches. ``grad_norm``: mean over this
-        epoch's optimizer steps with a finite norm (the norm is the same on every process)."""
+        """``train_loss``: mean over every training row of the epoch, all processes.
+        ``grad_norm``/``grad_norm_max``: mean and maximum over the epoch's optimizer steps with a
+        finite norm; ``nonfinite_grad_norms``: steps whose norm was NaN or infinite;
+        ``skipped_steps``: steps an fp16 gradient scaler skipped."""
         self.check()
         return {
-            "train_loss": self.loss_sum / self.loss_count if self.loss_count else math.nan,
+            "train_loss": self.loss_sum / self.loss_rows if self.loss_rows else math.nan,
             "grad_norm": self.norm_sum / self.norm_count if self.norm_count else math.nan,
+            "grad_norm_max": self.norm_max if self.norm_count else math.nan,
+            "nonfinite_grad_norms": self.nonfinite_norms,
+            "skipped_steps": float(self.skipped_steps),
         }

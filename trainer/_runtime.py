@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState, is_initialized
+from accelerate.state import AcceleratorState, PartialState, is_initialized
 from torch import nn
 
 from trainer._config import TrainConfig
@@ -20,19 +20,29 @@ def make_accelerator(config: TrainConfig) -> Accelerator:
     cpu = config.cpu or not torch.cuda.is_available()
     if config.mixed_precision == "fp16" and cpu:
         raise ConfigError("mixed_precision='fp16' needs a CUDA GPU (--mixed-precision); use 'bf16' or 'no' on CPU")
-    _allow_precision_change(config.mixed_precision)
-    return Accelerator(
-        mixed_precision=config.mixed_precision,
-        gradient_accumulation_steps=config.grad_accum_steps,
-        cpu=cpu,
-    )
+    _forget_other_settings(config.mixed_precision, cpu)
+    if not cpu:  # process-wide switches, set for every fit since trials may differ
+        precision = "tf32" if config.tf32 else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
+    # Accumulation is fit's own (a step may end early, on the epoch's remainder), so Accelerate
+    # must neither divide the loss nor hold back optimizer steps.
+    return Accelerator(mixed_precision=config.mixed_precision, gradient_accumulation_steps=1, cpu=cpu)
 
 
-def _allow_precision_change(mixed_precision: str) -> None:
-    # A worker process fits many trials, which may differ in precision, but AcceleratorState is a
-    # process-wide singleton that refuses a second precision. Forget it (the process group, kept in
-    # PartialState, survives) so the next Accelerator starts from this config.
-    if is_initialized() and AcceleratorState().mixed_precision != mixed_precision:
+def _forget_other_settings(mixed_precision: str, cpu: bool) -> None:
+    # A worker process fits many trials, which may differ in precision or device, but Accelerate's
+    # state is a pair of process-wide singletons: AcceleratorState keeps the first precision, and
+    # PartialState the first device, so after one fit with cpu=True every later fit would train on
+    # the CPU (and the other way round). Forget what differs so the next Accelerator starts from this
+    # config; the device only in a single-process run (PartialState also holds the process group).
+    if not is_initialized():
+        return
+    partial = PartialState()
+    on_cpu = partial.device.type == "cpu"
+    if on_cpu != cpu and partial.num_processes == 1:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    elif AcceleratorState().mixed_precision != mixed_precision:
         AcceleratorState._reset_state()
 
 

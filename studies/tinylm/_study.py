@@ -73,5 +73,4 @@ class TinyLMStudy:
             lr=params.lr,
             warmup_fraction=params.warmup_fraction,
             seed=self.seed,
-            activation_checkpointing=params.activation_checkpointing,
         )

@@ -1,7 +1,9 @@
 """Run under ``accelerate launch --cpu --num_processes 2`` by ``test_multiprocess.py``.
 
 Reads the model and data the test saved, then on every rank: evaluates the model, fits it with a
-hook that stops at epoch 2, and writes what this rank saw to ``<out>/rank<r>.json``.
+hook that stops at epoch 2, and writes what this rank saw to ``<out>/rank<r>.json``. Then, with a
+dropout model: an uninterrupted 3-epoch fit, and one stopped after epoch 1 and resumed from its
+checkpoint, whose weights must be the same (every rank's random streams are saved and restored).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def main(inputs: Path, out: Path) -> None:
     result = trainer.fit(model, train, val, task, config, hooks=[hook])
 
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    masks: list[list[bool]] = []
+    uninterrupted = _dropout_fit(saved, train, val, task, config.replace(epochs=3), masks=masks)
+    resumed_config = config.replace(epochs=3, checkpoint_dir=out / "checkpoints")
+    _dropout_fit(saved, train, val, task, resumed_config, hooks=[StopAt(1)])
+    resumed = _dropout_fit(saved, train, val, task, resumed_config)
     report = {
         "world": torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1,
         "evaluate": evaluated,
@@ -39,9 +46,34 @@ def main(inputs: Path, out: Path) -> None:
         "epochs_in_history": [h["epoch"] for h in result.history],
         "hook_calls": hook.calls,
         "effective_batch_size": result.effective_batch_size,
-        "weights": [p.detach().double().sum().item() for p in model.parameters()],
+        "weights": _weights(model),
+        "first_dropout_mask": masks[0],
+        "resumed_from": resumed[1].resumed_from_epoch,
+        "uninterrupted_weights": _weights(uninterrupted[0]),
+        "resumed_weights": _weights(resumed[0]),
     }
     (out / f"rank{rank}.json").write_text(json.dumps(report))
+
+
+def _dropout_fit(saved, train, val, task, config, *, hooks=(), masks=None):
+    model = residual_mlp(8, 16, 3, dropout=0.3)
+    torch.manual_seed(1)
+    model.load_state_dict({**model.state_dict(), **saved["model"]})
+    if masks is not None:  # what dropout zeroed in the first training forward
+        dropout = model[1].body[3]
+        dropout.register_forward_hook(
+            lambda module, inputs, output: (
+                masks.append(((output == 0) & (inputs[0] != 0)).flatten().tolist())
+                if module.training and not masks
+                else None
+            )
+        )
+    result = trainer.fit(model, train, val, task, config, hooks=hooks)
+    return model, result
+
+
+def _weights(model) -> list[float]:
+    return [p.detach().double().sum().item() for p in model.parameters()]
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def test_keeps_the_last_epochs_and_the_best(tmp_path: Path) -> None:
 
 
 def test_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path: Path) -> None:
-    _fit(_model(0), _config(tmp_path, epochs=3))
+    _fit(_model(0), _config(tmp_path), hooks=[StopAt(3)])
     newest = tmp_path / "epoch-0003.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
     with pytest.raises(trainer.CheckpointError, match="truncated"):
@@ -89,3 +89,20 @@ def test_load_model_weights_restores_the_trained_model(tmp_path: Path) -> None:
         trainer.load_model_weights(residual_mlp(8, 16, 3), tmp_path / "epoch-0001.pt")
     with pytest.raises(trainer.CheckpointError, match="no checkpoint"):
         trainer.load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize(
+    "change", [{"lr": 1e-3}, {"weight_decay": 0.1}, {"epochs": 6}, {"batch_size": 32}, {"grad_accum_steps": 2}]
+)
+def test_resume_refuses_other_hyperparameters(tmp_path: Path, change: dict) -> None:
+    # Before, a changed lr or weight decay was warned about and then silently replaced by the
+    # checkpoint's optimizer state, and a changed epochs bent the schedule mid-run.
+    _fit(_model(0), _config(tmp_path), hooks=[StopAt(2)])
+    name = next(iter(change))
+    with pytest.raises(trainer.CheckpointError, match=f"cannot resume from epoch 2 .*{name}=") as caught:
+        _fit(_model(0), _config(tmp_path, **change))
+    assert "\n" not in str(caught.value) and "resume=False" in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0001.pt", "epoch-0002.pt"]
+    # infrastructure may change: another retention and worker count resume
+    resumed = _fit(_model(0), _config(tmp_path, keep_last=3, num_workers=0))
+    assert resumed.resumed_from_epoch == 2 and resumed.epochs_run == 4

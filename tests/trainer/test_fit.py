@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -50,7 +51,7 @@ def test_history_has_every_documented_metric() -> None:
     config = trainer.TrainConfig(epochs=2, batch_size=16)
     result = _fit_blobs(config, sink=sink)
     expected = {"epoch", "train_loss", "val_loss", "val_accuracy", "val_f1", "lr", "grad_norm"}
-    expected |= {"epoch_seconds", "samples_per_second"}
+    expected |= {"grad_norm_max", "nonfinite_grad_norms", "skipped_steps", "epoch_seconds", "samples_per_second"}
     assert [set(h) for h in result.history] == [expected, expected]
     assert [step for step, _ in sink.logged] == [1, 2]
     assert sink.logged[-1][1] == result.history[-1]
@@ -175,3 +176,66 @@ def test_profiled_records_the_active_steps_and_refuses_a_short_run(tmp_path) -> 
     short = pytest.raises(ValueError, match="profiled 2 optimizer steps, the schedule needs 9")
     with short, trainer.profiled(tmp_path / "q", wait=1, warmup=1, active=7) as prof:
         _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=64), on_step=prof.step)
+
+
+class _InfGradientAt:
+    """A gradient hook that turns one parameter's gradient to inf at the given backward calls."""
+
+    def __init__(self, *calls: int) -> None:
+        self.calls, self.count = set(calls), 0
+
+    def __call__(self, grad: Tensor) -> Tensor:
+        self.count += 1
+        return grad * math.inf if self.count in self.calls else grad
+
+
+def _fp16_on_cpu(config: trainer.TrainConfig):
+    """Accelerate's CUDA fp16 path (autocast to float16 and a GradScaler) on the CPU's own scaler."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()
+    accelerator = Accelerator(mixed_precision="fp16", cpu=True)
+    accelerator.native_amp = True
+    accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    return accelerator
+
+
+def test_fp16_overflow_steps_are_skipped_counted_and_do_not_advance_the_schedule(monkeypatch, tmp_path) -> None:
+    # AdamW is fused: the scaler hands it the overflow flag and the kernel skips the update itself,
+    # so Accelerate's optimizer_step_was_skipped never said so and the schedule moved on regardless.
+    import trainer._loop
+
+    monkeypatch.setattr(trainer._loop, "make_accelerator", _fp16_on_cpu)
+    torch.manual_seed(0)
+    model = residual_mlp(8, 16, 3)
+    model[0].weight.register_hook(_InfGradientAt(2, 5))  # steps 2 and 5 of 8: one in each epoch
+    peak = 0.01
+    config = trainer.TrainConfig(epochs=2, batch_size=16, lr=peak, warmup_fraction=0.5, checkpoint_dir=tmp_path)
+    after_step: list[dict[str, Tensor]] = []  # the weights after each optimizer step
+
+    def on_step() -> None:
+        after_step.append({k: v.clone() for k, v in model.state_dict().items()})
+
+    result = trainer.fit(model, blobs(64), blobs(32, seed=1), trainer.Classification(3), config, on_step=on_step)
+    assert [h["skipped_steps"] for h in result.history] == [1, 1]
+    assert [h["nonfinite_grad_norms"] for h in result.history] == [1, 1]
+    assert all(math.isfinite(h["grad_norm_max"]) and h["grad_norm_max"] >= h["grad_norm"] for h in result.history)
+    # 8 steps, warmup 4: epoch 1's last step runs at schedule step 2 (not 3), epoch 2's at 5 (not 7)
+    lr = [peak * trainer._optim.lr_factor(s, warmup=4, total=8) for s in (2, 5)]
+    assert [h["lr"] for h in result.history] == pytest.approx(lr)
+    assert trainer.load_checkpoint(tmp_path / "epoch-0002.pt")["global_step"] == 6
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    same = [all(torch.equal(a[k], b[k]) for k in a) for a, b in itertools.pairwise(after_step)]
+    assert same == [True, False, False, True, False, False, False]  # steps 2 and 5 moved nothing
+
+
+def test_nan_loss_stops_within_a_few_steps() -> None:
+    # One epoch of 80 steps breaking at its 3rd: before, the check ran every 50 micro-batches.
+    model = _BreaksAt(2)
+    seen = []
+    model.register_forward_hook(lambda *_: seen.append(1) if model.training else None)
+    config = trainer.TrainConfig(epochs=1, batch_size=8)
+    with pytest.raises(trainer.DivergenceError) as caught:
+        trainer.fit(model, blobs(640), blobs(32, seed=1), trainer.Classification(3), config)
+    assert caught.value.step == 2 and len(seen) <= 8

@@ -52,7 +52,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     config = trainer.TrainConfig(epochs=1, batch_size=10)
     single = trainer.evaluate(model, val, trainer.Classification(3), config)
-    return {"single": single, "ranks": [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(2)]}
+    ranks = [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(2)]
+    return {"single": single, "ranks": ranks, "checkpoints": tmp / "checkpoints"}
 
 
 def test_a_hook_on_the_main_process_stops_every_rank_at_the_same_epoch(reports: dict) -> None:
@@ -72,3 +73,26 @@ def test_sharded_validation_equals_single_process_validation(reports: dict) -> N
         assert rank["evaluate"]["val_accuracy"] == single["val_accuracy"]
         assert rank["evaluate"]["val_f1"] == single["val_f1"]
         assert rank["evaluate"]["val_loss"] == pytest.approx(single["val_loss"], rel=1e-6)
+
+
+def test_ranks_draw_different_dropout_masks(reports: dict) -> None:
+    # Before, set_seed gave every rank the same stream: the same units dropped on every shard.
+    main, other = reports["ranks"]
+    assert len(main["first_dropout_mask"]) == len(other["first_dropout_mask"]) > 0
+    assert main["first_dropout_mask"] != other["first_dropout_mask"]
+
+
+def test_a_two_process_resume_ends_with_the_weights_of_an_uninterrupted_run(reports: dict) -> None:
+    for rank in reports["ranks"]:
+        assert rank["resumed_from"] == 1
+        assert rank["resumed_weights"] == rank["uninterrupted_weights"]
+
+
+def test_a_checkpoint_of_two_processes_is_refused_by_one(reports: dict) -> None:
+    state = trainer.load_checkpoint(reports["checkpoints"] / "epoch-0003.pt")
+    assert state["world_size"] == 2 and len(state["rng"]) == 2
+    torch.manual_seed(0)
+    model = residual_mlp(8, 16, 3, dropout=0.3)
+    config = trainer.TrainConfig(epochs=3, batch_size=10, cpu=True, checkpoint_dir=reports["checkpoints"])
+    with pytest.raises(trainer.CheckpointError, match="trained by 2 processes, not 1"):
+        trainer.fit(model, blobs(160), blobs(101, seed=1), trainer.Classification(3), config)

@@ -15,11 +15,14 @@ from trainer._optim import lr_factor
 TASK = trainer.Classification(3)
 
 
-def test_accumulating_4_x_16_equals_one_batch_of_64() -> None:
+@pytest.mark.parametrize("rows", [512, 500, 120])
+def test_accumulating_4_x_16_equals_one_batch_of_64(rows: int) -> None:
+    # 500 and 120 rows leave a last step of 52 and 56 rows: 4 micro-batches of 13 or 14 rows whose
+    # losses are weighted so the step's gradient is the mean over its rows, as one batch's is.
     torch.manual_seed(0)
     plain = residual_mlp(8, 32, 3, blocks=2)  # no dropout: the two runs differ only in how they batch
     accumulated, initial = copy.deepcopy(plain), copy.deepcopy(plain)
-    train, val = blobs(512), blobs(64, seed=1)
+    train, val = blobs(rows), blobs(64, seed=1)
     config = trainer.TrainConfig(epochs=3, batch_size=64, lr=3e-3, warmup_fraction=0.2)
     task = trainer.Classification(3)
     one = trainer.fit(plain, train, val, task, config)
@@ -28,6 +31,7 @@ def test_accumulating_4_x_16_equals_one_batch_of_64() -> None:
     for p, q in zip(plain.parameters(), accumulated.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     assert [h["lr"] for h in one.history] == pytest.approx([h["lr"] for h in four.history])
+    assert one.history[-1]["train_loss"] == pytest.approx(four.history[-1]["train_loss"], rel=1e-5)
     assert not same_weights(plain, initial)
 
 
