@@ -25,7 +25,8 @@ from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
 from trainer._result import FitResult
 from trainer._runtime import make_accelerator, release_model
-from trainer._tasks import Task
+from trainer._tasks import LanguageModeling, Task
+from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_peak_memory
 
 # Settings that may change between a run and its resumption without changing what is trained.
 # Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
@@ -59,6 +60,8 @@ class _Run:
     train_samples: int = 0
     train_seconds: float = 0.0
     callback_seconds: float = 0.0
+    flops: FlopCount = field(default_factory=FlopCount)
+    """Model FLOPs per training row, counted on the run's first micro-batch."""
     loss_scale: float | None = None
     """The fp16 gradient scaler's scale before the next step (``None``: not read yet)."""
     on_step: Callable[[], object] = lambda: None
@@ -82,8 +85,10 @@ def fit(
     with each micro-batch's loss weighted so the step's gradient is the mean over its rows.
 
     Per-epoch metrics (``epoch, train_loss, val_loss, <task metrics>, lr, grad_norm, grad_norm_max,
-    nonfinite_grad_norms, skipped_steps, epoch_seconds, samples_per_second``) go to ``sink`` and to
-    every hook on the main process; a hook returning ``True`` stops all processes after that epoch.
+    nonfinite_grad_norms, skipped_steps, epoch_seconds, samples_per_second, model_tflops``, and
+    ``tokens_per_second`` for language models, ``mfu`` where the GPU's peak is known and
+    ``peak_memory_mb`` on CUDA) go to ``sink`` and to every hook on the main process; a hook
+    returning ``True`` stops all processes after that epoch.
     ``lr`` is the rate of the epoch's last optimizer step, ``skipped_steps`` counts steps an fp16
     gradient scaler skipped on overflow (they move neither the weights nor the schedule),
     ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is left on
@@ -181,20 +186,45 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     run.model.train()
     run.train.set_epoch(epoch)
     monitor = EpochMonitor(run.accelerator, epoch)
+    reset_peak_memory(run.accelerator.device)
+    count_tokens, tokens = isinstance(run.task, LanguageModeling), 0
     for (x, y), micro in zip(run.train, run.layout, strict=True):
-        loss = _micro_step(run, x, y, micro)
+        with run.flops.around():
+            loss = _micro_step(run, x, y, micro)
+        run.flops.done(micro.rows)
+        if count_tokens:
+            tokens += y.numel()
         grad_norm = _optimizer_step(run, monitor) if micro.ends_step else None
         monitor.record(loss, micro.rows, grad_norm)
     stats = monitor.summary()  # syncs the device, so the clock below is honest
     train_seconds = time.perf_counter() - started
-    samples = sum(m.rows for m in run.layout) * run.accelerator.num_processes
+    world = run.accelerator.num_processes
+    samples = sum(m.rows for m in run.layout) * world
     run.train_samples += samples
     run.train_seconds += train_seconds
     metrics = {"epoch": epoch, "train_loss": stats.pop("train_loss")}
     metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task))
     metrics |= {"lr": run.lr} | stats
     metrics |= {"epoch_seconds": time.perf_counter() - started, "samples_per_second": samples / train_seconds}
-    return metrics
+    if count_tokens:
+        metrics["tokens_per_second"] = tokens * world / train_seconds
+    return metrics | _speed(run, samples / train_seconds)
+
+
+def _speed(run: _Run, samples_per_second: float) -> dict[str, float]:
+    """``model_tflops`` (all processes), ``mfu`` where the device's peak is known, ``peak_memory_mb``
+    on CUDA (this process's device)."""
+    out: dict[str, float] = {}
+    device = run.accelerator.device
+    if run.flops.per_row:
+        out["model_tflops"] = run.flops.per_row * samples_per_second / 1e12
+        peak = peak_tflops(device, run.config.mixed_precision, run.config.tf32)
+        if peak:
+            out["mfu"] = out["model_tflops"] / (peak * run.accelerator.num_processes)
+    memory = peak_memory_mb(device)
+    if memory is not None:
+        out["peak_memory_mb"] = memory
+    return out
 
 
 def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:

@@ -64,9 +64,24 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         "samples_per_second": round(result.samples_per_second, 1),
         "resumed_from_epoch": result.resumed_from_epoch,
     }
+    attrs |= _speed_attrs(result.history)
     _record_attrs(ctx, trial, attrs)
     _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
+
+
+def _speed_attrs(history: list[dict[str, float]]) -> dict[str, float]:
+    """The median epoch's model TFLOP/s and MFU, and the most memory any epoch took, where fit
+    measured them (MFU and memory on CUDA only)."""
+    out: dict[str, float] = {}
+    for key, digits in (("model_tflops", 4), ("mfu", 4)):
+        values = sorted(h[key] for h in history if key in h)
+        if values:
+            out[key] = round(values[len(values) // 2], digits)
+    memory = [h["peak_memory_mb"] for h in history if "peak_memory_mb" in h]
+    if memory:
+        out["peak_memory_mb"] = round(max(memory), 1)
+    return out
 
 
 def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:

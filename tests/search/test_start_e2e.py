@@ -38,6 +38,8 @@ def test_exactly_the_budget_of_trials_finished_some_pruned(finished_search):
     assert all(s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL) for s in states)
     assert states.count(TrialState.PRUNED) >= 1
     assert {t.user_attrs["worker"] for t in trials} and all("epochs_run" in t.user_attrs for t in trials)
+    finished = [t for t in trials if t.state != TrialState.FAIL]
+    assert finished and all(t.user_attrs["model_tflops"] > 0 for t in finished)  # no mfu on a CPU
 
 
 def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
@@ -59,6 +61,7 @@ def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
         assert [m.step for m in history] == list(range(1, trial.user_attrs["epochs_run"] + 1))
         assert run.data.tags["hpsearch.state"] == trial.state.name
         assert "lr" in run.data.params and "lr" in run.data.metrics and "grad_norm" in run.data.metrics
+        assert {"grad_norm_max", "skipped_steps", "nonfinite_grad_norms", "model_tflops"} <= set(run.data.metrics)
     pruned = [r for r in children if r.data.tags["hpsearch.state"] == "PRUNED"]
     assert pruned and all("hpsearch.pruned_epoch" in r.data.tags for r in pruned)
     assert "best_value" in parents[0].data.metrics

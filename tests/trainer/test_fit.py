@@ -52,6 +52,7 @@ def test_history_has_every_documented_metric() -> None:
     result = _fit_blobs(config, sink=sink)
     expected = {"epoch", "train_loss", "val_loss", "val_accuracy", "val_f1", "lr", "grad_norm"}
     expected |= {"grad_norm_max", "nonfinite_grad_norms", "skipped_steps", "epoch_seconds", "samples_per_second"}
+    expected |= {"model_tflops"}  # no mfu or peak_memory_mb on a CPU
     assert [set(h) for h in result.history] == [expected, expected]
     assert [step for step, _ in sink.logged] == [1, 2]
     assert sink.logged[-1][1] == result.history[-1]
@@ -239,3 +240,27 @@ def test_nan_loss_stops_within_a_few_steps() -> None:
     with pytest.raises(trainer.DivergenceError) as caught:
         trainer.fit(model, blobs(640), blobs(32, seed=1), trainer.Classification(3), config)
     assert caught.value.step == 2 and len(seen) <= 8
+
+
+def test_model_flops_are_counted_once_and_tokens_per_second_for_language_models() -> None:
+    # Linear(8, 16) -> ReLU -> Linear(16, 3): forward 2*8*16 + 2*16*3 = 352 FLOPs per row; backward
+    # 2*16*3 (input grad) + 2*16*3 + 2*8*16 (weight grads) = 448, the first layer's input needs none.
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    result = _fit_blobs(trainer.TrainConfig(epochs=2, batch_size=16), model)
+    for h in result.history:
+        assert h["model_tflops"] * 1e12 == pytest.approx(800 * h["samples_per_second"])
+        assert "tokens_per_second" not in h and "mfu" not in h
+
+    class TinyLM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.head = nn.Embedding(11, 8), nn.Linear(8, 11)
+
+        def forward(self, ids: Tensor) -> Tensor:
+            return self.head(self.embed(ids))
+
+    ids = torch.randint(0, 11, (64, 6))
+    data = trainer.TensorData(ids, ids.roll(-1, dims=1))
+    config = trainer.TrainConfig(epochs=1, batch_size=16)
+    history = trainer.fit(TinyLM(), data, data, trainer.LanguageModeling(), config).history
+    assert history[0]["tokens_per_second"] == pytest.approx(6 * history[0]["samples_per_second"])
