@@ -50,6 +50,26 @@ def fidelities(search_epochs: int | str, full_epochs: int | str, data_fraction: 
     }
 
 
+PRECISIONS = ("auto", "no", "bf16", "fp16")
+
+
+def check_precision(value: str) -> str:
+    """A ``precision`` study option, checked: ``auto``, ``no``, ``bf16`` or ``fp16``."""
+    if value not in PRECISIONS:
+        raise ValueError(f"option precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    return value
+
+
+def resolve_precision(precision: str) -> Literal["no", "bf16", "fp16"]:
+    """The autocast dtype a fit on this machine uses: ``auto`` is bf16 on a CUDA GPU that has it
+    (Ampere and newer) and full precision elsewhere; the others are taken as given."""
+    if precision == "auto":
+        import torch
+
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    return check_precision(precision)  # type: ignore[return-value]
+
+
 def as_bool(option: str, value: bool | str) -> bool:
     """A ``make_study`` option that is a flag; from the command line it arrives as a string."""
     if isinstance(value, str):

@@ -46,6 +46,12 @@ class TrainConfig:
     """Train on CPU even when CUDA is available."""
     num_workers: int = 2
     """DataLoader workers, used only for datasets that are not in-memory tensors."""
+    channels_last: bool = False
+    """On CUDA, keep the model's 4-D weights (and so its convolutions' activations) channels-last,
+    the layout tensor-core convolutions run fastest in. No effect on CPU."""
+    cudnn_benchmark: bool = False
+    """On CUDA, let cuDNN time its convolution algorithms for each new input shape and keep the
+    fastest (worth it when shapes repeat, as fixed-size image batches do). No effect on CPU."""
     tf32: bool = True
     """On CUDA GPUs from Ampere on, run float32 matmuls and convolutions on TF32 tensor cores (about
     8x the float32 rate, 10-bit mantissa products with float32 accumulation). No effect on CPU."""

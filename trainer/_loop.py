@@ -31,7 +31,9 @@ from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_pe
 # Settings that may change between a run and its resumption without changing what is trained.
 # Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
 # schedule's length depends on it, so a changed one would bend the learning rate mid-run).
-_RESUMABLE_CHANGES = frozenset({"resume", "checkpoint_dir", "keep_last", "num_workers", "cpu", "tf32"})
+_RESUMABLE_CHANGES = frozenset(
+    {"resume", "checkpoint_dir", "keep_last", "num_workers", "cpu", "tf32", "channels_last", "cudnn_benchmark"}
+)
 
 
 @dataclass
@@ -98,7 +100,8 @@ def fit(
     with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
     are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
     A checkpoint trained with other hyperparameters (anything but ``resume``, ``checkpoint_dir``,
-    ``keep_last``, ``num_workers``, ``cpu`` and ``tf32``) is refused with a :class:`CheckpointError`.
+    ``keep_last``, ``num_workers``, ``cpu`` and the CUDA speed switches) is refused with a
+    :class:`CheckpointError`.
 
     ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
 
@@ -140,6 +143,8 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
     if config.checkpoint_dir is not None:
         is_main = accelerator.is_main_process
         checkpoints = Checkpointer(config.checkpoint_dir, config.keep_last, writer=is_main)
+    if config.channels_last and accelerator.device.type == "cuda":
+        model = model.to(accelerator.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     optimizer = build_optimizer(model, config)
     total_steps = config.epochs * train_plan.optimizer_steps
     scheduler = build_scheduler(optimizer, total_steps, config)

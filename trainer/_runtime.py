@@ -25,6 +25,7 @@ def make_accelerator(config: TrainConfig) -> Accelerator:
         precision = "tf32" if config.tf32 else "ieee"
         torch.backends.cuda.matmul.fp32_precision = precision
         torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
+        torch.backends.cudnn.benchmark = config.cudnn_benchmark
     # Accumulation is fit's own (a step may end early, on the epoch's remainder), so Accelerate
     # must neither divide the loss nor hold back optimizer steps.
     return Accelerator(mixed_precision=config.mixed_precision, gradient_accumulation_steps=1, cpu=cpu)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from studies._base import Direction, Fidelity, StudyData, fidelities
+from studies._base import Direction, Fidelity, StudyData, check_precision, fidelities, resolve_precision
 from studies._tabular import digits_table, file_table, synthetic_table, tabular_study_data
 from studies.resmlp._model import ResMLP
 from trainer import MixedPrecision, TrainConfig
@@ -41,7 +41,7 @@ class ResMLPParams:
     grad_accum_steps: int
     """Micro-batches per optimizer step (1, 2 or 4)."""
     mixed_precision: MixedPrecision = "no"
-    """Autocast dtype; searched only where CUDA is available, else always ``no``."""
+    """Autocast dtype, from the study's ``precision`` option on the machine that trains (not searched)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class ResMLPStudy:
     """File data only: the label column."""
     seed: int = 0
     """Seeds the split, synthetic data, model initialisation and the trainer."""
+    precision: str = "auto"
+    """Autocast: ``auto`` (bf16 on GPUs that have it, else full precision), ``no``, ``bf16``, ``fp16``."""
     search_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=15))
     full_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=40))
     name: str = "resmlp"
@@ -69,6 +71,7 @@ class ResMLPStudy:
     direction: Direction = "minimize"
 
     def __post_init__(self) -> None:
+        check_precision(self.precision)
         if self.data not in DATA_SOURCES:
             raise ValueError(f"option data must be one of {', '.join(DATA_SOURCES)}, got {self.data!r}")
         is_file = self.data == "file"
@@ -93,7 +96,7 @@ class ResMLPStudy:
             batch_size=trial.suggest_categorical("batch_size", BATCH_SIZES),
             warmup_fraction=trial.suggest_float("warmup_fraction", 0.0, 0.2),
             grad_accum_steps=trial.suggest_categorical("grad_accum_steps", GRAD_ACCUM_STEPS),
-            mixed_precision=_suggest_precision(trial),
+            mixed_precision=resolve_precision(self.precision),
         )
 
     def load_data(self) -> StudyData:
@@ -145,6 +148,7 @@ def make_study(
     search_epochs: int = 15,
     full_epochs: int = 40,
     data_fraction: float = 1.0,
+    precision: str = "auto",
 ) -> ResMLPStudy:
     """Build the resmlp study. Options may arrive as strings (from the command line).
 
@@ -160,6 +164,7 @@ def make_study(
         search_epochs: Epochs per search trial.
         full_epochs: Epochs of the final (retrained) model.
         data_fraction: Fraction of the training split each search trial uses.
+        precision: Autocast: ``auto`` (bf16 on a GPU that has it, else none), ``no``, ``bf16``, ``fp16``.
 
     Raises:
         ValueError: An option is out of range or options contradict each other.
@@ -172,12 +177,6 @@ def make_study(
         path=None if path is None else Path(path),
         target=target,
         seed=int(seed),
+        precision=str(precision),
         **fidelities(search_epochs, full_epochs, data_fraction),
     )
-
-
-def _suggest_precision(trial: Any) -> MixedPrecision:
-    # Not declared at all on CPU-only machines, so their trials carry no meaningless param.
-    if not torch.cuda.is_available():
-        return "no"
-    return trial.suggest_categorical("mixed_precision", ("no", "bf16", "fp16"))

@@ -43,6 +43,7 @@ def make_study(
     search_epochs: int = 6,
     full_epochs: int = 20,
     data_fraction: float = 1.0,
+    precision: str = "auto",
 ) -> ResNetStudy:
     """The ResNet image-classification study. Options may arrive as strings (from the command line).
 
@@ -57,6 +58,7 @@ def make_study(
         search_epochs: Epochs per search trial.
         full_epochs: Epochs of the final (retrained) model.
         data_fraction: Fraction of the training split each search trial uses.
+        precision: Autocast: ``auto`` (bf16 on a GPU that has it, else none), ``no``, ``bf16``, ``fp16``.
 
     Raises:
         ValueError: Unknown ``data``, a missing ``folder``, or an image size too small for ``stages``.
@@ -70,5 +72,6 @@ def make_study(
         image_size=default_size if image_size is None else int(image_size),
         stages=int(stages),
         seed=int(seed),
+        precision=str(precision),
         **fidelities(search_epochs, full_epochs, data_fraction),
     )

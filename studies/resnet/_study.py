@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from studies._base import Direction, Fidelity, StudyData
+from studies._base import Direction, Fidelity, StudyData, check_precision, resolve_precision
 from studies.resnet._data import digits_images, folder_images, image_study_data
 from studies.resnet._model import build_resnet
 from studies.resnet._params import ResNetParams, suggest_params
@@ -34,6 +34,8 @@ class ResNetStudy:
     """ResNet stages; each after the first halves the resolution."""
     seed: int = 0
     """Seeds the data split, the model's initial weights and training randomness."""
+    precision: str = "auto"
+    """Autocast: ``auto`` (bf16 on GPUs that have it, else full precision), ``no``, ``bf16``, ``fp16``."""
     name: str = "resnet"
     metric: str = "val_loss"
     direction: Direction = "minimize"
@@ -41,6 +43,7 @@ class ResNetStudy:
     full_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=20))
 
     def __post_init__(self) -> None:
+        check_precision(self.precision)
         if self.data not in DATA_CHOICES:
             raise ValueError(f"option data must be one of {', '.join(DATA_CHOICES)}, got {self.data!r}")
         if (self.data == "folder") != (self.folder is not None):
@@ -79,4 +82,7 @@ class ResNetStudy:
             weight_decay=params.weight_decay,
             warmup_fraction=0.05,
             seed=self.seed,
+            mixed_precision=resolve_precision(self.precision),
+            channels_last=True,
+            cudnn_benchmark=True,
         )

@@ -46,6 +46,7 @@ def make_study(
     search_epochs: int = 3,
     full_epochs: int = 10,
     data_fraction: float = 1.0,
+    precision: str = "auto",
 ) -> TinyLMStudy:
     """The character-level language-modelling study. Options may arrive as strings (from the command line).
 
@@ -60,6 +61,7 @@ def make_study(
         search_epochs: Epochs per search trial.
         full_epochs: Epochs of the final (retrained) model.
         data_fraction: Fraction of the training windows each search trial uses.
+        precision: Autocast: ``auto`` (bf16 on a GPU that has it, else none), ``no``, ``bf16``, ``fp16``.
 
     Raises:
         ValueError: ``context`` below 2, or ``max_chars`` too small for ``context``.
@@ -72,5 +74,6 @@ def make_study(
         tie_weights=as_bool("tie_weights", tie_weights),
         activation_checkpointing=as_bool("activation_checkpointing", activation_checkpointing),
         seed=int(seed),
+        precision=str(precision),
         **fidelities(search_epochs, full_epochs, data_fraction),
     )

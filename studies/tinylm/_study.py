@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from studies._base import Direction, Fidelity, StudyData
+from studies._base import Direction, Fidelity, StudyData, check_precision, resolve_precision
 from studies.tinylm._data import default_corpus, read_corpus, text_study_data
 from studies.tinylm._model import TinyLM
 from studies.tinylm._params import TinyLMParams, suggest_params
@@ -31,6 +31,8 @@ class TinyLMStudy:
     activation_checkpointing: bool = False
     seed: int = 0
     """Seeds the model's initial weights and training randomness."""
+    precision: str = "auto"
+    """Autocast: ``auto`` (bf16 on GPUs that have it, else full precision), ``no``, ``bf16``, ``fp16``."""
     name: str = "tinylm"
     metric: str = "val_loss"
     direction: Direction = "minimize"
@@ -38,6 +40,7 @@ class TinyLMStudy:
     full_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=10))
 
     def __post_init__(self) -> None:
+        check_precision(self.precision)
         if self.context < 2:
             raise ValueError(f"option context must be >= 2, got {self.context}")
         if self.max_chars < 20 * self.context:
@@ -73,4 +76,5 @@ class TinyLMStudy:
             lr=params.lr,
             warmup_fraction=params.warmup_fraction,
             seed=self.seed,
+            mixed_precision=resolve_precision(self.precision),
         )

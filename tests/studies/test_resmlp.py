@@ -44,8 +44,9 @@ def test_suggest_returns_frozen_params(study: ResMLPStudy) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         params.lr = 1.0  # type: ignore[misc]
     assert 1e-4 <= params.lr <= 1e-2 and 1 <= params.depth <= 6
-    # Mixed precision is only a search dimension where a GPU can use it.
-    assert ("mixed_precision" in trial.params) == torch.cuda.is_available()
+    # Precision is the study's option, resolved on the machine that trains, never a search dimension.
+    assert "mixed_precision" not in trial.params
+    assert params.mixed_precision == ("bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no")
     assert set(trial.params) <= {field.name for field in dataclasses.fields(ResMLPParams)}
 
 
@@ -116,3 +117,25 @@ def test_short_fit_on_digits_is_accurate(study: ResMLPStudy, digits: StudyData) 
     config = study.train_config(params, Fidelity(epochs=6)).replace(cpu=True)
     result = trainer.fit(study.build_model(params, digits), digits.train, digits.val, digits.task, config)
     assert result.history[-1]["val_accuracy"] >= 0.95
+
+
+@pytest.mark.parametrize("name", ["resmlp", "resnet", "tinylm"])
+def test_precision_is_a_study_option_resolved_where_the_fit_runs(name: str) -> None:
+    import studies
+
+    auto = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    for option, expected in (("auto", auto), ("no", "no"), ("bf16", "bf16"), ("fp16", "fp16")):
+        study = studies.get_study(name, precision=option)
+        params = study.suggest(optuna.trial.FixedTrial(_fixed_trial_params(study)))
+        assert study.train_config(params, study.search_fidelity).mixed_precision == expected
+    with pytest.raises(
+        studies.StudyLoadError, match="option precision must be one of auto, no, bf16, fp16, got .half."
+    ):
+        studies.get_study(name, precision="half")
+
+
+def _fixed_trial_params(study: Any) -> dict[str, Any]:
+    """Params for a FixedTrial: what a real trial of the study suggests."""
+    trial = optuna.create_study().ask()
+    study.suggest(trial)
+    return dict(trial.params)
