@@ -10,7 +10,7 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import Tensor, nn
-from trainer_helpers import ListSink, StopAt, blobs, residual_mlp
+from trainer_helpers import InfGradientAt, ListSink, StopAt, blobs, residual_mlp
 
 import trainer
 
@@ -179,17 +179,6 @@ def test_profiled_records_the_active_steps_and_refuses_a_short_run(tmp_path) -> 
         _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=64), on_step=prof.step)
 
 
-class _InfGradientAt:
-    """A gradient hook that turns one parameter's gradient to inf at the given backward calls."""
-
-    def __init__(self, *calls: int) -> None:
-        self.calls, self.count = set(calls), 0
-
-    def __call__(self, grad: Tensor) -> Tensor:
-        self.count += 1
-        return grad * math.inf if self.count in self.calls else grad
-
-
 def _fp16_on_cpu(config: trainer.TrainConfig):
     """Accelerate's CUDA fp16 path (autocast to float16 and a GradScaler) on the CPU's own scaler."""
     from accelerate import Accelerator
@@ -210,7 +199,7 @@ def test_fp16_overflow_steps_are_skipped_counted_and_do_not_advance_the_schedule
     monkeypatch.setattr(trainer._loop, "make_accelerator", _fp16_on_cpu)
     torch.manual_seed(0)
     model = residual_mlp(8, 16, 3)
-    model[0].weight.register_hook(_InfGradientAt(2, 5))  # steps 2 and 5 of 8: one in each epoch
+    model[0].weight.register_hook(InfGradientAt(2, 5))  # steps 2 and 5 of 8: one in each epoch
     peak = 0.01
     config = trainer.TrainConfig(epochs=2, batch_size=16, lr=peak, warmup_fraction=0.5, checkpoint_dir=tmp_path)
     after_step: list[dict[str, Tensor]] = []  # the weights after each optimizer step

@@ -39,6 +39,17 @@ def blobs(n: int, *, features: int = 8, classes: int = 3, seed: int = 0) -> trai
     return trainer.TensorData(x, y)
 
 
+class InfGradientAt:
+    """A gradient hook that turns one parameter's gradient to inf at the given backward calls."""
+
+    def __init__(self, *calls: int) -> None:
+        self.calls, self.count = set(calls), 0
+
+    def __call__(self, grad: Tensor) -> Tensor:
+        self.count += 1
+        return grad * float("inf") if self.count in self.calls else grad
+
+
 class StopAt:
     """A hook that asks to stop at ``epoch`` and records every call."""
 
