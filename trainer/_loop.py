@@ -87,8 +87,8 @@ def fit(
     with each micro-batch's loss weighted so the step's gradient is the mean over its rows.
 
     Per-epoch metrics (``epoch, train_loss, val_loss, <task metrics>, lr, grad_norm, grad_norm_max,
-    nonfinite_grad_norms, skipped_steps, epoch_seconds, samples_per_second, model_tflops``, and
-    ``tokens_per_second`` for language models, ``mfu`` where the GPU's peak is known and
+    nonfinite_grad_norms, skipped_steps, loss_spikes, epoch_seconds, samples_per_second,
+    model_tflops``, and ``tokens_per_second`` for language models, ``mfu`` where the GPU's peak is known and
     ``peak_memory_mb`` on CUDA) go to ``sink`` and to every hook on the main process; a hook
     returning ``True`` stops all processes after that epoch.
     ``lr`` is the rate of the epoch's last optimizer step, ``skipped_steps`` counts steps an fp16

@@ -52,7 +52,7 @@ def test_history_has_every_documented_metric() -> None:
     result = _fit_blobs(config, sink=sink)
     expected = {"epoch", "train_loss", "val_loss", "val_accuracy", "val_f1", "lr", "grad_norm"}
     expected |= {"grad_norm_max", "nonfinite_grad_norms", "skipped_steps", "epoch_seconds", "samples_per_second"}
-    expected |= {"model_tflops"}  # no mfu or peak_memory_mb on a CPU
+    expected |= {"model_tflops", "loss_spikes"}  # no mfu or peak_memory_mb on a CPU
     assert [set(h) for h in result.history] == [expected, expected]
     assert [step for step, _ in sink.logged] == [1, 2]
     assert sink.logged[-1][1] == result.history[-1]
@@ -253,3 +253,28 @@ def test_model_flops_are_counted_once_and_tokens_per_second_for_language_models(
     config = trainer.TrainConfig(epochs=1, batch_size=16)
     history = trainer.fit(TinyLM(), data, data, trainer.LanguageModeling(), config).history
     assert history[0]["tokens_per_second"] == pytest.approx(6 * history[0]["samples_per_second"])
+
+
+class _SpikesAt(nn.Module):
+    """A linear model whose logits are scaled up 30-fold in the given training forwards only."""
+
+    def __init__(self, *at: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 3)
+        self.at, self.calls = set(at), 0
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.linear(x)
+        if self.training:
+            self.calls += 1
+            if self.calls in self.at:
+                out = out * 30
+        return out
+
+
+def test_loss_spikes_are_counted_per_epoch() -> None:
+    # 20 micro-batches per epoch: a spike in epoch 1 (forward 13) and none in epoch 2.
+    torch.manual_seed(0)
+    config = trainer.TrainConfig(epochs=2, batch_size=16, lr=1e-3)
+    result = trainer.fit(_SpikesAt(13), blobs(320), blobs(32, seed=1), trainer.Classification(3), config)
+    assert [h["loss_spikes"] for h in result.history] == [1, 0]
