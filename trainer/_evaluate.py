@@ -18,7 +18,7 @@ def validate(accelerator: Accelerator, model: nn.Module, batches: Batches, task:
     """Sums of ``task`` over every process's shard, reduced so that all processes hold the total."""
     # The bare module, not the DDP wrapper: shards may differ by a batch, and DDP's forward would
     # wait for a peer that has already finished.
-    module = accelerator.unwrap_model(model)
+    module = accelerator.unwrap_model(model, keep_torch_compile=False)  # compiled runs validate eagerly
     was_training = module.training
     module.eval()
     state = task.new_state(accelerator.device)

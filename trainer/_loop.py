@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from accelerate import Accelerator
@@ -32,7 +32,17 @@ from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_pe
 # Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
 # schedule's length depends on it, so a changed one would bend the learning rate mid-run).
 _RESUMABLE_CHANGES = frozenset(
-    {"resume", "checkpoint_dir", "keep_last", "num_workers", "cpu", "tf32", "channels_last", "cudnn_benchmark"}
+    {
+        "resume",
+        "checkpoint_dir",
+        "keep_last",
+        "num_workers",
+        "cpu",
+        "tf32",
+        "channels_last",
+        "cudnn_benchmark",
+        "compile",
+    }
 )
 
 
@@ -149,6 +159,8 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
     total_steps = config.epochs * train_plan.optimizer_steps
     scheduler = build_scheduler(optimizer, total_steps, config)
     model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
+    if config.compile:  # around the DDP wrapper, as Accelerate does; checkpoints see the plain module
+        model = cast(nn.Module, torch.compile(model))
     return _Run(
         config=config,
         task=task,
@@ -194,9 +206,8 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     reset_peak_memory(run.accelerator.device)
     count_tokens, tokens = isinstance(run.task, LanguageModeling), 0
     for (x, y), micro in zip(run.train, run.layout, strict=True):
-        with run.flops.around():
-            loss = _micro_step(run, x, y, micro)
-        run.flops.done(micro.rows)
+        step = _counted_micro_step if run.flops.pending else _micro_step
+        loss = step(run, x, y, micro)
         if count_tokens:
             tokens += y.numel()
         grad_norm = _optimizer_step(run, monitor) if micro.ends_step else None
@@ -232,17 +243,34 @@ def _speed(run: _Run, samples_per_second: float) -> dict[str, float]:
     return out
 
 
-def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
+def _counted_micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
+    """The run's first micro-batch, its model FLOPs counted as it trains.
+
+    A compiled model runs this one eagerly (the module it compiles, without DDP, so one process
+    only): dynamo would fall back to eager under the counter's dispatch mode and keep doing so for
+    every later step. A compiled multi-process run counts nothing (no ``model_tflops`` or ``mfu``).
+    """
+    model = run.model
+    if run.config.compile:
+        if run.accelerator.num_processes > 1:
+            run.flops.skip()
+            return _micro_step(run, x, y, micro, model)
+        model = run.accelerator.unwrap_model(model, keep_torch_compile=False)
+    with run.flops.counting(micro.rows):
+        return _micro_step(run, x, y, micro, model)
+
+
+def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch, model: nn.Module | None = None) -> Tensor:
     """Forward and backward of one micro-batch, its gradient added to the step's with its weight.
 
     Accumulation is done here, not by ``accelerator.accumulate``: a step may end after fewer
     micro-batches than ``grad_accum_steps`` (the epoch's remainder), which Accelerate cannot know.
     Gradients are synced between processes only on the micro-batch that ends a step.
     """
-    accelerator = run.accelerator
-    sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(run.model)
+    accelerator, model = run.accelerator, run.model if model is None else model
+    sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(model)
     with sync:
-        loss = run.task.loss(run.model(x), y)
+        loss = run.task.loss(model(x), y)
         accelerator.backward(loss * micro.weight if micro.weight != 1 else loss)
     return loss.detach()
 
@@ -323,7 +351,7 @@ def _should_stop(
 def _snapshot(run: _Run) -> dict[str, Any]:
     scaler = run.accelerator.scaler
     return {
-        "model": run.accelerator.unwrap_model(run.model).state_dict(),
+        "model": run.accelerator.unwrap_model(run.model, keep_torch_compile=False).state_dict(),
         "optimizer": run.optimizer.state_dict(),
         "scheduler": run.scheduler.state_dict(),
         "scaler": None if scaler is None else scaler.state_dict(),
@@ -358,7 +386,7 @@ def _restore(run: _Run, state: dict[str, Any]) -> None:
             f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
         )
     try:
-        run.accelerator.unwrap_model(run.model).load_state_dict(state["model"])
+        run.accelerator.unwrap_model(run.model, keep_torch_compile=False).load_state_dict(state["model"])
         run.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
         where = run.config.checkpoint_dir

@@ -53,6 +53,6 @@ def release_model(accelerator: Accelerator, prepared: nn.Module) -> nn.Module:
     ``prepare`` patches ``forward`` with autocast and marks the module as prepared; both would
     leak into the next ``fit`` (whose precision may differ) and into exported models.
     """
-    module = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False)
+    module = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False, keep_torch_compile=False)
     module.__dict__.pop("_is_accelerate_prepared", None)
     return module

@@ -9,7 +9,8 @@ the peak of the devices training, for the dtype the matmuls run in.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -41,24 +42,22 @@ def peak_tflops(device: torch.device, mixed_precision: str, tf32: bool) -> float
 
 
 class FlopCount:
-    """Counts the FLOPs of the first micro-batch it is asked to, then nothing."""
+    """Model FLOPs per row, counted on one micro-batch."""
 
     def __init__(self) -> None:
         self.per_row: float | None = None
-        self._mode: FlopCounterMode | None = None
+        self.pending = True
 
-    def around(self) -> AbstractContextManager[object]:
-        """A context to run a micro-batch's forward and backward in."""
-        if self.per_row is not None:
-            return nullcontext()
-        self._mode = FlopCounterMode(display=False)
-        return self._mode
+    @contextmanager
+    def counting(self, rows: int) -> Iterator[None]:
+        """Count the forward and backward run inside, of a micro-batch of ``rows`` rows."""
+        with FlopCounterMode(display=False) as mode:
+            yield
+        self.per_row, self.pending = mode.get_total_flops() / rows, False
 
-    def done(self, rows: int) -> None:
-        """The micro-batch run in :meth:`around` had ``rows`` rows."""
-        if self._mode is not None:
-            self.per_row = self._mode.get_total_flops() / rows
-            self._mode = None
+    def skip(self) -> None:
+        """Count nothing: the run reports no model FLOPs."""
+        self.pending = False
 
 
 def reset_peak_memory(device: torch.device) -> None:

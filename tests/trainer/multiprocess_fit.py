@@ -33,6 +33,9 @@ def main(inputs: Path, out: Path) -> None:
     result = trainer.fit(model, train, val, task, config, hooks=[hook])
 
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    compiled = residual_mlp(8, 16, 3)
+    compiled.load_state_dict(saved["model"])
+    trainer.fit(compiled, train, val, task, config.replace(compile=True), hooks=[StopAt(2)])
     masks: list[list[bool]] = []
     uninterrupted = _dropout_fit(saved, train, val, task, config.replace(epochs=3), masks=masks)
     resumed_config = config.replace(epochs=3, checkpoint_dir=out / "checkpoints")
@@ -47,6 +50,7 @@ def main(inputs: Path, out: Path) -> None:
         "hook_calls": hook.calls,
         "effective_batch_size": result.effective_batch_size,
         "weights": _weights(model),
+        "compiled_weights": _weights(compiled),
         "first_dropout_mask": masks[0],
         "resumed_from": resumed[1].resumed_from_epoch,
         "uninterrupted_weights": _weights(uninterrupted[0]),

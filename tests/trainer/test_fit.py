@@ -278,3 +278,26 @@ def test_loss_spikes_are_counted_per_epoch() -> None:
     config = trainer.TrainConfig(epochs=2, batch_size=16, lr=1e-3)
     result = trainer.fit(_SpikesAt(13), blobs(320), blobs(32, seed=1), trainer.Classification(3), config)
     assert [h["loss_spikes"] for h in result.history] == [1, 0]
+
+
+@pytest.mark.slow
+def test_a_compiled_fit_trains_like_eager_and_hands_back_a_plain_module(tmp_path) -> None:
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return residual_mlp(8, 16, 3)
+
+    config = trainer.TrainConfig(epochs=2, batch_size=32, checkpoint_dir=tmp_path / "compiled")
+    from torch._dynamo.utils import counters
+
+    eager, compiled = model(), model()
+    a = _fit_blobs(config.replace(checkpoint_dir=None), eager)
+    counters.clear()
+    b = _fit_blobs(config.replace(compile=True), compiled)
+    compiles = counters["stats"]["unique_graphs"]
+    assert b.history[-1]["val_loss"] == pytest.approx(a.history[-1]["val_loss"], rel=1e-4)
+    for p, q in zip(eager.parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert type(compiled) is type(eager) and compiled._compiled_call_impl is None
+    assert compiles > 0  # dynamo compiled the model's forward (a silent fallback to eager would not)
+    state = trainer.load_checkpoint(tmp_path / "compiled" / "epoch-0002.pt")
+    assert set(state["model"]) == set(eager.state_dict())  # no _orig_mod. prefixes

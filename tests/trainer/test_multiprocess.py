@@ -96,3 +96,11 @@ def test_a_checkpoint_of_two_processes_is_refused_by_one(reports: dict) -> None:
     config = trainer.TrainConfig(epochs=3, batch_size=10, cpu=True, checkpoint_dir=reports["checkpoints"])
     with pytest.raises(trainer.CheckpointError, match="trained by 2 processes, not 1"):
         trainer.fit(model, blobs(160), blobs(101, seed=1), trainer.Classification(3), config)
+
+
+def test_a_compiled_two_process_fit_trains_like_an_eager_one(reports: dict) -> None:
+    # torch.compile around the DDP wrapper: gradients still synced, checkpoints and validation on
+    # the plain module (Accelerate's unwrap would otherwise strip DDP from the compiled model).
+    main, other = reports["ranks"]
+    assert main["compiled_weights"] == other["compiled_weights"]
+    assert main["compiled_weights"] == pytest.approx(main["weights"], rel=1e-4, abs=1e-5)
