@@ -10,6 +10,7 @@ from typing import Any, Literal
 from trainer._errors import ConfigError
 
 MixedPrecision = Literal["no", "bf16", "fp16"]
+Sharding = Literal["ddp", "fsdp"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class TrainConfig:
     """Train on CPU even when CUDA is available."""
     num_workers: int = 2
     """DataLoader workers, used only for datasets that are not in-memory tensors."""
+    sharding: Sharding = "ddp"
+    """How a multi-process fit splits the work: ``ddp`` replicates the model on every process;
+    ``fsdp`` shards parameters, gradients and optimizer state over them (FSDP2), for models that do
+    not fit one device. A single-process fit ignores it. ``fsdp`` takes ``no`` or ``bf16`` precision."""
     compile: bool = False
     """Compile the model's forward (and so its backward) with ``torch.compile`` for this fit. The
     first step pays the compilation (seconds to minutes); a later fit in the same process of a model
@@ -82,6 +87,11 @@ class TrainConfig:
         _check(
             self.mixed_precision in ("no", "bf16", "fp16"),
             f"mixed_precision must be one of no, bf16, fp16 (--mixed-precision), got {self.mixed_precision!r}",
+        )
+        _check(self.sharding in ("ddp", "fsdp"), f"sharding must be ddp or fsdp, got {self.sharding!r}")
+        _check(
+            not (self.sharding == "fsdp" and self.mixed_precision == "fp16"),
+            "sharding='fsdp' takes mixed_precision 'no' or 'bf16', not 'fp16' (no sharded gradient scaler here)",
         )
         _check(self.keep_last >= 1, f"keep_last must be >= 1, got {self.keep_last}")
         _check(self.num_workers >= 0, f"num_workers must be >= 0, got {self.num_workers}")

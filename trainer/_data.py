@@ -95,6 +95,13 @@ class IndexPlan(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def for_rank(self, rank: int) -> IndexPlan:
+        """The same plan as process ``rank`` holds."""
+        plan = IndexPlan(self.n, self.batch_size, rank=rank, world=self.world, shuffle=self.shuffle,
+                         seed=self.seed, accum=self.accum)  # fmt: skip
+        plan.set_epoch(self.epoch)
+        return plan
+
     def indices(self) -> Tensor:
         """This process's row indices for the current epoch, in reading order (CPU, int64)."""
         if self.shuffle:

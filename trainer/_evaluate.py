@@ -11,11 +11,16 @@ from torch import nn
 from trainer._config import TrainConfig
 from trainer._data import Batches, IndexPlan, TrainData, dataset_size, make_batches
 from trainer._runtime import make_accelerator
+from trainer._sharding import is_sharded
 from trainer._tasks import State, Task
 
 
-def validate(accelerator: Accelerator, model: nn.Module, batches: Batches, task: Task) -> State:
-    """Sums of ``task`` over every process's shard, reduced so that all processes hold the total."""
+def validate(accelerator: Accelerator, model: nn.Module, batches: Batches, task: Task, *, lockstep: int = 0) -> State:
+    """Sums of ``task`` over every process's shard, reduced so that all processes hold the total.
+
+    A sharded (FSDP) model's forward is a collective, so every process must run as many: one with
+    fewer batches than ``lockstep`` repeats its first batch, uncounted, until it has run that many.
+    """
     # The bare module, not the DDP wrapper: shards may differ by a batch, and DDP's forward would
     # wait for a peer that has already finished.
     module = accelerator.unwrap_model(model, keep_torch_compile=False)  # compiled runs validate eagerly
@@ -24,8 +29,13 @@ def validate(accelerator: Accelerator, model: nn.Module, batches: Batches, task:
     state = task.new_state(accelerator.device)
     try:
         with torch.no_grad(), accelerator.autocast():
+            done, first = 0, None
             for x, y in batches:
                 task.update(state, module(x), y)
+                done, first = done + 1, x if first is None else first
+            if is_sharded(module) and first is not None:
+                for _ in range(lockstep - done):
+                    module(first)
     finally:
         module.train(was_training)
     return accelerator.reduce(state, reduction="sum")

@@ -25,6 +25,7 @@ from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
 from trainer._result import FitResult
 from trainer._runtime import make_accelerator, release_model
+from trainer._sharding import full_state, is_sharded, load_full_state, local, set_gradient_sync, shard_model
 from trainer._tasks import LanguageModeling, Task
 from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_peak_memory
 
@@ -57,6 +58,8 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: LambdaLR
     train: Batches
+    val_steps: int
+    """Validation batches of the process with the most (sharded models forward in lockstep)."""
     layout: list[MicroBatch]
     """This process's micro-batches of a training epoch: rows, loss weight, whether a step ends."""
     val: Batches
@@ -155,10 +158,16 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         checkpoints = Checkpointer(config.checkpoint_dir, config.keep_last, writer=is_main)
     if config.channels_last and accelerator.device.type == "cuda":
         model = model.to(accelerator.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
+    sharded = config.sharding == "fsdp" and accelerator.num_processes > 1
+    if sharded:  # before the optimizer, which then holds each process's shards
+        model = shard_model(model, accelerator.device, accelerator.num_processes)
     optimizer = build_optimizer(model, config)
     total_steps = config.epochs * train_plan.optimizer_steps
     scheduler = build_scheduler(optimizer, total_steps, config)
-    model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
+    if sharded:  # Accelerate would wrap the sharded model in DDP; fit autocasts it itself
+        optimizer = accelerator.prepare(optimizer)
+    else:
+        model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
     if config.compile:  # around the DDP wrapper, as Accelerate does; checkpoints see the plain module
         model = cast(nn.Module, torch.compile(model))
     return _Run(
@@ -169,6 +178,7 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         optimizer=optimizer,
         scheduler=scheduler,
         train=train_batches,
+        val_steps=max(len(val_plan.for_rank(rank)) for rank in range(accelerator.num_processes)),
         layout=train_plan.layout(),
         val=val_batches,
         checkpoints=checkpoints,
@@ -186,6 +196,10 @@ def _plans(
             f"the effective batch ({config.batch_size} x {config.grad_accum_steps} accumulation steps x "
             f"{accelerator.num_processes} processes = {step_rows}) exceeds the {rows} training rows; "
             "lower batch_size or grad_accum_steps"
+        )
+    if config.sharding == "fsdp" and accelerator.num_processes > 1 and dataset_size(val) < accelerator.num_processes:
+        raise ConfigError(
+            f"sharding='fsdp' needs at least one validation row per process ({accelerator.num_processes})"
         )
     train_plan = IndexPlan(
         rows,
@@ -219,7 +233,7 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     run.train_samples += samples
     run.train_seconds += train_seconds
     metrics = {"epoch": epoch, "train_loss": stats.pop("train_loss")}
-    metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task))
+    metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task, lockstep=run.val_steps))
     metrics |= {"lr": run.lr} | stats
     metrics |= {"epoch_seconds": time.perf_counter() - started, "samples_per_second": samples / train_seconds}
     if count_tokens:
@@ -268,7 +282,11 @@ def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch, model: nn.Module |
     Gradients are synced between processes only on the micro-batch that ends a step.
     """
     accelerator, model = run.accelerator, run.model if model is None else model
-    sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(model)
+    if is_sharded(accelerator.unwrap_model(model, keep_torch_compile=False)):
+        set_gradient_sync(accelerator.unwrap_model(model, keep_torch_compile=False), micro.ends_step)
+        sync = accelerator.autocast()  # a sharded model's forward is not patched by prepare
+    else:
+        sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(model)
     with sync:
         loss = run.task.loss(model(x), y)
         accelerator.backward(loss * micro.weight if micro.weight != 1 else loss)
@@ -309,10 +327,10 @@ def _step_was_skipped(run: _Run) -> bool:
 def _clip_gradients(run: _Run) -> Tensor:
     """The global gradient norm, clipped to ``max_grad_norm`` when that is set."""
     if run.config.max_grad_norm is not None:
-        return run.accelerator.clip_grad_norm_(run.params, run.config.max_grad_norm)
+        return local(run.accelerator.clip_grad_norm_(run.params, run.config.max_grad_norm))
     # Only measure: clipping to inf would still rescale every gradient by 1.
     run.accelerator.unscale_gradients()
-    return torch.nn.utils.get_total_norm([p.grad for p in run.params if p.grad is not None])
+    return local(torch.nn.utils.get_total_norm([p.grad for p in run.params if p.grad is not None]))
 
 
 def _record(run: _Run, epoch: int, metrics: dict[str, float]) -> None:
@@ -350,9 +368,14 @@ def _should_stop(
 
 def _snapshot(run: _Run) -> dict[str, Any]:
     scaler = run.accelerator.scaler
+    module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
+    if is_sharded(module):  # gathered on rank 0, the one that writes
+        model_state, optimizer_state = full_state(module, run.optimizer)
+    else:
+        model_state, optimizer_state = module.state_dict(), run.optimizer.state_dict()
     return {
-        "model": run.accelerator.unwrap_model(run.model, keep_torch_compile=False).state_dict(),
-        "optimizer": run.optimizer.state_dict(),
+        "model": model_state,
+        "optimizer": optimizer_state,
         "scheduler": run.scheduler.state_dict(),
         "scaler": None if scaler is None else scaler.state_dict(),
         "rng": gather_object([capture_rng()]) if run.accelerator.num_processes > 1 else [capture_rng()],
@@ -385,9 +408,13 @@ def _restore(run: _Run, state: dict[str, Any]) -> None:
             f"cannot resume from epoch {state['epoch']} in {run.config.checkpoint_dir}: it was trained by "
             f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
         )
+    module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
     try:
-        run.accelerator.unwrap_model(run.model, keep_torch_compile=False).load_state_dict(state["model"])
-        run.optimizer.load_state_dict(state["optimizer"])
+        if is_sharded(module):
+            load_full_state(module, run.optimizer, state["model"], state["optimizer"])
+        else:
+            module.load_state_dict(state["model"])
+            run.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
         where = run.config.checkpoint_dir
         raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import FSDPModule
 from trainer_helpers import StopAt, residual_mlp
 
 import trainer
@@ -33,6 +35,14 @@ def main(inputs: Path, out: Path) -> None:
     result = trainer.fit(model, train, val, task, config, hooks=[hook])
 
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    sharded = residual_mlp(8, 16, 3)
+    sharded.load_state_dict(saved["model"])
+    sharded_result = trainer.fit(sharded, train, val, task, config.replace(sharding="fsdp"), hooks=[StopAt(2)])
+    fsdp = config.replace(epochs=3, sharding="fsdp")
+    fsdp_uninterrupted = _dropout_fit(saved, train, val, task, fsdp)
+    fsdp_config = fsdp.replace(checkpoint_dir=out / "fsdp-checkpoints")
+    _dropout_fit(saved, train, val, task, fsdp_config, hooks=[StopAt(1)])
+    fsdp_resumed = _dropout_fit(saved, train, val, task, fsdp_config)
     compiled = residual_mlp(8, 16, 3)
     compiled.load_state_dict(saved["model"])
     trainer.fit(compiled, train, val, task, config.replace(compile=True), hooks=[StopAt(2)])
@@ -51,6 +61,12 @@ def main(inputs: Path, out: Path) -> None:
         "effective_batch_size": result.effective_batch_size,
         "weights": _weights(model),
         "compiled_weights": _weights(compiled),
+        "history": result.history,
+        "fsdp_history": sharded_result.history,
+        "fsdp_weights": _weights(sharded),
+        "fsdp_resumed_from": fsdp_resumed[1].resumed_from_epoch,
+        "fsdp_uninterrupted_weights": _weights(fsdp_uninterrupted[0]),
+        "fsdp_resumed_weights": _weights(fsdp_resumed[0]),
         "first_dropout_mask": masks[0],
         "resumed_from": resumed[1].resumed_from_epoch,
         "uninterrupted_weights": _weights(uninterrupted[0]),
@@ -77,6 +93,11 @@ def _dropout_fit(saved, train, val, task, config, *, hooks=(), masks=None):
 
 
 def _weights(model) -> list[float]:
+    """Per-parameter sums; of the full parameters for a sharded model (gathered: every rank calls)."""
+    if isinstance(model, FSDPModule):
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        full = get_model_state_dict(model, options=options)
+        return [full[name].double().sum().item() for name, _ in model.named_parameters()] if full else []
     return [p.detach().double().sum().item() for p in model.parameters()]
 
 

@@ -104,3 +104,23 @@ def test_a_compiled_two_process_fit_trains_like_an_eager_one(reports: dict) -> N
     main, other = reports["ranks"]
     assert main["compiled_weights"] == other["compiled_weights"]
     assert main["compiled_weights"] == pytest.approx(main["weights"], rel=1e-4, abs=1e-5)
+
+
+def test_a_sharded_fsdp_fit_trains_like_ddp(reports: dict) -> None:
+    # FSDP2 over gloo: the same rows per step, gradients averaged the same way, validation in
+    # lockstep (shards of 50 and 51 rows: 5 and 6 batches); the weights gathered on rank 0.
+    main, other = reports["ranks"]
+    assert [h["epoch"] for h in main["fsdp_history"]] == [1, 2] == [h["epoch"] for h in other["fsdp_history"]]
+    for ddp, fsdp in zip(main["history"], main["fsdp_history"], strict=True):
+        assert fsdp["val_loss"] == pytest.approx(ddp["val_loss"], rel=1e-4)
+        assert fsdp["grad_norm"] == pytest.approx(ddp["grad_norm"], rel=1e-4)
+    assert main["fsdp_weights"] == pytest.approx(main["weights"], rel=1e-4, abs=1e-5)
+    assert other["fsdp_weights"] == []  # full weights are gathered on rank 0 only
+
+
+def test_a_sharded_fsdp_resume_ends_with_the_uninterrupted_weights(reports: dict) -> None:
+    main = reports["ranks"][0]
+    assert main["fsdp_resumed_from"] == 1
+    assert main["fsdp_resumed_weights"] == pytest.approx(main["fsdp_uninterrupted_weights"], rel=1e-6, abs=1e-7)
+    state = trainer.load_checkpoint(reports["checkpoints"].parent / "fsdp-checkpoints" / "epoch-0003.pt")
+    assert set(state["model"]) == set(residual_mlp(8, 16, 3, dropout=0.3).state_dict())  # full, plain keys
