@@ -116,6 +116,14 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     help="Run each trial as a torch.distributed job of this many CPU processes (gloo).",
 )
 @option(
+    "--sharding",
+    type=click.Choice(["ddp", "fsdp"]),
+    default="ddp",
+    show_default=True,
+    help="How a trial of several processes splits the work: ddp keeps a whole model on every process; "
+    "fsdp shards parameters, gradients and optimizer state over them (FSDP2), for models one GPU cannot hold.",
+)
+@option(
     "--nnodes",
     type=int,
     default=1,

@@ -12,6 +12,7 @@ from search.cli._open import locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.execution import (
+    ENV_SHARDING,
     ENV_STALL_TIMEOUT,
     Nodes,
     connect,
@@ -38,7 +39,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     """``search worker``: one process per GPU slot, a process group per multi-process trial, or this process."""
     gpus_flag, index = kwargs.pop("gpus"), kwargs.pop("worker_index")
     gpus_per_trial, procs_per_trial = kwargs.pop("gpus_per_trial"), kwargs.pop("procs_per_trial")
-    stall_timeout = kwargs.pop("stall_timeout")
+    stall_timeout, sharding = kwargs.pop("stall_timeout"), kwargs.pop("sharding")
     if stall_timeout is not None:  # this process, the workers and ranks it starts: over the study's value
         os.environ[ENV_STALL_TIMEOUT] = str(stall_timeout)
     nnodes, endpoint, rdzv_id = kwargs.pop("nnodes"), kwargs.pop("rdzv_endpoint"), kwargs.pop("rdzv_id")
@@ -47,6 +48,10 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
     nodes = _nodes(nnodes, endpoint, rdzv_id)
+    if sharding == "fsdp" and max(gpus_per_trial, procs_per_trial, nodes.count) == 1:
+        raise SearchError("--sharding fsdp needs trials of several processes: --gpus-per-trial, "
+                          "--procs-per-trial or --nnodes 2 or more")  # fmt: skip
+    os.environ[ENV_SHARDING] = sharding  # read by the ranks of the groups launched below
     gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")

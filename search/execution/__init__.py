@@ -2,7 +2,7 @@
 
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._finish import fail_reason
-from search.execution._gang import Nodes, launch, run_rank
+from search.execution._gang import ENV_SHARDING, Nodes, launch, run_rank
 from search.execution._local import (
     check_some_worker_succeeded,
     default_workers,
@@ -31,6 +31,7 @@ from search.execution._worker import (
 )
 
 __all__ = [
+    "ENV_SHARDING",
     "ENV_STALL_TIMEOUT",
     "EXIT_STALLED",
     "IDLE_POLL_S",

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_RELAUNCHES = 3
 """Fresh groups in a row that may break before any trial: past that it is a crash loop, not a bad trial."""
+ENV_SHARDING = "HPSEARCH_SHARDING"
+"""``search worker --sharding``, handed to the ranks it launches: ``ddp`` or ``fsdp``."""
+
+
+def group_sharding() -> str:
+    """How this trial group's fits split the work (``TrainConfig.sharding``)."""
+    return os.environ.get(ENV_SHARDING, "ddp")
 
 
 def _broadcast(obj: Any = None) -> Any:
@@ -141,7 +148,7 @@ def _follow(rank: int) -> None:
         _, number, params, ckpt_dir = message
         model = study.build_model(params, data)
         config = study.train_config(params, study.search_fidelity).replace(
-            checkpoint_dir=Path(ckpt_dir), resume=True, keep_last=1
+            checkpoint_dir=Path(ckpt_dir), resume=True, keep_last=1, sharding=group_sharding()
         )
         try:
             result = trainer.fit(model, train, data.val, data.task, config)

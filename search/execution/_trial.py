@@ -133,6 +133,11 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         resume=True,
         keep_last=2,  # two, so a damaged newest one has a fallback
     )
+    if ctx.gang is not None:
+        from search.execution._gang import group_sharding
+
+        config = config.replace(sharding=group_sharding())
+        trial.set_user_attr("sharding", config.sharding)
     hook = PruningHook(trial, ctx.record.metric)
     sink: Any = run
     if board is not None:

@@ -80,6 +80,8 @@ def test_bad_worker_stall_timeout(cli, tmp_path, value):
         (["--nnodes", "2", "--rdzv-endpoint", "node1:http"], "--rdzv-endpoint must be HOST:PORT, got 'node1:http'"),
         (["--nnodes", "2", "--rdzv-endpoint", ":29400"], "--rdzv-endpoint must be HOST:PORT, got ':29400'"),
         (["--rdzv-endpoint", "node1:29400"], "--rdzv-endpoint and --rdzv-id need --nnodes 2 or more"),
+        (["--sharding", "fsdp"], "--sharding fsdp needs trials of several processes: --gpus-per-trial"),
+        (["--sharding", "zero3"], "Invalid value for '--sharding'"),
     ],
 )
 def test_bad_multi_node_flags_are_one_line_before_anything_is_opened(cli, tmp_path, flags, fragment):

@@ -115,7 +115,8 @@ def test_late_joining_worker_shares_the_budget(pg_url, tmp_path):
     assert len(hosts_pids) == 2, "the late worker ran no trial"
 
 
-def test_two_process_trial_prunes_every_rank_at_the_same_epoch(pg_url, tmp_path):
+def test_two_process_sharded_trial_prunes_every_rank_at_the_same_epoch(pg_url, tmp_path):
+    # FSDP2 over gloo (--sharding fsdp); the plain DDP groups run in the tests below.
     from optuna.trial import TrialState
 
     env = _env(pg_url, project=tmp_path / "project")
@@ -124,12 +125,13 @@ def test_two_process_trial_prunes_every_rank_at_the_same_epoch(pg_url, tmp_path)
                     "--pruner", "median:startup=1,warmup=0", "--study-option", "search_epochs=4",
                     env=env, cwd=tmp_path, log=start_log)  # fmt: skip
     _wait_created(start_log, start)
-    group = _search("worker", "--name", "resmlp", "--procs-per-trial", "2", env=env, cwd=tmp_path,
-                    log=tmp_path / "group.log")  # fmt: skip
+    group = _search("worker", "--name", "resmlp", "--procs-per-trial", "2", "--sharding", "fsdp", env=env,
+                    cwd=tmp_path, log=tmp_path / "group.log")  # fmt: skip
     codes = _finish([group, start])
     assert codes == [0, 0], (tmp_path / "group.log").read_text()
     trials = _trials(pg_url, "resmlp")
     assert len(trials) == 5
+    assert all(t.user_attrs["sharding"] == "fsdp" and t.state != TrialState.FAIL for t in trials)
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     assert pruned, "the median pruner pruned nothing"
     for trial in trials:
