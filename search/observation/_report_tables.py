@@ -35,16 +35,23 @@ class Section:
     """Markup built from escaped text (a table), shown under the note."""
 
 
+_SPEED = (("samples_per_second", "samples/s"), ("model_tflops", "TFLOP/s"), ("mfu", "MFU"),
+          ("peak_memory_mb", "peak MiB"))  # fmt: skip
+"""Trial attributes shown as columns when some trial has them (MFU and memory: GPU trials only)."""
+
+
 def trials_table(rows: list[TrialRow], run_link: Any) -> str:
     """One row per trial, a column per parameter; a click on a header sorts by it (inline script)."""
     names = sorted({name for r in rows for name in r.params})
-    header = ["trial", "state", "value", *names, "epochs", "duration", "worker", "MLflow run"]
+    speed = [(key, title) for key, title in _SPEED if any(key in r.extra for r in rows)]
+    header = ["trial", "state", "value", *names, "epochs", "duration", *(t for _, t in speed), "worker", "MLflow run"]
     lines = []
     for r in rows:
         cells = [
             _cell(r.number), _cell(r.state), _cell(r.value, f"{r.value:.5g}" if r.value is not None else "-"),
             *(_cell(r.params.get(n), _short(r.params.get(n))) for n in names), _cell(r.epochs),
             _cell(r.duration_seconds, "-" if r.duration_seconds is None else seconds_text(r.duration_seconds)),
+            *(_cell(r.extra.get(key), _short(r.extra.get(key))) for key, _ in speed),
             _cell(r.worker or "-"),
             f'<td data-sort="{html.escape(r.mlflow_run_id or "")}">{run_link(r.mlflow_run_id)}</td>',
         ]  # fmt: skip

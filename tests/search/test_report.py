@@ -136,3 +136,17 @@ def test_run_links_go_to_an_http_server_without_its_credentials(tmp_path):
         '<a href="https://mlflow.example:5000/#/experiments/3/runs/0123456789abcdef">01234567</a>'  # fmt: skip
     assert link("databricks") == link(f"sqlite:///{tmp_path}/mlflow.db") == "<code>0123456789abcdef</code>"
     assert mlflow_run_link(None, "3")(None) == "-"
+
+
+def test_trials_table_shows_speed_columns_that_some_trial_has(sqlite_demo):
+    from search.observation._report_tables import trials_table
+    from search.observation._trials import trial_rows
+
+    rows = trial_rows(Coordinator(sqlite_demo.url, sqlite_demo.name))
+    plain = trials_table(rows, lambda run_id: "")
+    assert "samples/s" not in plain and "MFU" not in plain
+    first = type(rows[0])(**{**rows[0].__dict__, "extra": {"samples_per_second": 1234.5, "mfu": 0.4123}})
+    table = trials_table([first, *rows[1:]], lambda run_id: "")
+    assert "<th" in table and ">samples/s</th>" in table and ">MFU</th>" in table and "peak MiB" not in table
+    assert '<td data-sort="0.4123">0.4123</td>' in table and '<td data-sort="1234.5">1234</td>' in table
+    assert table.count('<td data-sort="">-</td>') >= 2 * (len(rows) - 1)  # trials without them show "-"
