@@ -66,7 +66,8 @@ def resolve_precision(precision: str) -> Literal["no", "bf16", "fp16"]:
     if precision == "auto":
         import torch
 
-        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+        native = torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+        return "bf16" if native else "no"  # emulated bf16 (V100, T4) is slower than fp32
     return check_precision(precision)  # type: ignore[return-value]
 
 

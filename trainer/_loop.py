@@ -25,7 +25,15 @@ from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
 from trainer._result import FitResult
 from trainer._runtime import make_accelerator, release_model
-from trainer._sharding import full_state, is_sharded, load_full_state, local, set_gradient_sync, shard_model
+from trainer._sharding import (
+    full_state,
+    is_sharded,
+    load_full_state,
+    local,
+    set_gradient_sync,
+    shard_model,
+    sync_buffers,
+)
 from trainer._tasks import LanguageModeling, Task
 from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_peak_memory
 
@@ -233,6 +241,8 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     run.train_samples += samples
     run.train_seconds += train_seconds
     metrics = {"epoch": epoch, "train_loss": stats.pop("train_loss")}
+    if is_sharded(run.accelerator.unwrap_model(run.model, keep_torch_compile=False)):
+        sync_buffers(run.model)  # validation and the checkpoint see rank 0's BatchNorm statistics
     metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task, lockstep=run.val_steps))
     metrics |= {"lr": run.lr} | stats
     metrics |= {"epoch_seconds": time.perf_counter() - started, "samples_per_second": samples / train_seconds}

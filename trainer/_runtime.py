@@ -22,9 +22,10 @@ def make_accelerator(config: TrainConfig) -> Accelerator:
         raise ConfigError("mixed_precision='fp16' needs a CUDA GPU (--mixed-precision); use 'bf16' or 'no' on CPU")
     _forget_other_settings(config.mixed_precision, cpu)
     if not cpu:  # process-wide switches, set for every fit since trials may differ
-        precision = "tf32" if config.tf32 else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = precision
-        torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
+        # The long-standing API, which inductor and most code read: setting torch's newer
+        # fp32_precision instead makes every reader of the old one raise ("mix of ... APIs").
+        torch.set_float32_matmul_precision("high" if config.tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = config.tf32
         torch.backends.cudnn.benchmark = config.cudnn_benchmark
     # Accumulation is fit's own (a step may end early, on the epoch's remainder), so Accelerate
     # must neither divide the loss nor hold back optimizer steps.

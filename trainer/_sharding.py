@@ -3,16 +3,20 @@
 Each process keeps a 1/N shard of the parameters, gradients and optimizer state; a unit's full
 parameters are all-gathered for its forward and backward and its gradients reduce-scattered (and,
 like DDP's, averaged). Units are the model's children with parameters, and the elements of child
-``ModuleList``/``Sequential`` containers (the usual stacks of blocks), then the root. Checkpoints
-hold full, unsharded state dicts, so a sharded run writes what an unsharded one would.
+``ModuleList``/``Sequential`` containers (the usual stacks of blocks), then the root; a unit holding
+a parameter another unit shares (tied embedding and output weights) is left to the root. As DDP
+does, every process starts from rank 0's weights and buffers, and buffers (BatchNorm statistics)
+are rank 0's before each validation and checkpoint. Checkpoints hold full, unsharded model state
+dicts (the optimizer state keyed by parameter name, not by index as an unsharded run keys it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -31,6 +35,8 @@ _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:
     """``model`` on ``device``, sharded in place over the ``world`` processes of the default group."""
     model.to(device)
+    for tensor in [*model.parameters(), *model.buffers()]:  # rank 0's initialisation, as DDP starts
+        dist.broadcast(tensor.data, src=0)
     mesh = init_device_mesh(device.type, (world,))
     for unit in _units(model):
         fully_shard(unit, mesh=mesh)
@@ -38,12 +44,21 @@ def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module
     return model
 
 
-def _units(model: nn.Module) -> Iterator[nn.Module]:
+def sync_buffers(model: nn.Module) -> None:
+    """Rank 0's buffers on every process (FSDP, unlike DDP, never syncs them)."""
+    for buffer in model.buffers():
+        dist.broadcast(buffer.data, src=0)
+
+
+def _units(model: nn.Module) -> list[nn.Module]:
+    candidates: list[nn.Module] = []
     for child in model.children():
         if isinstance(child, (nn.ModuleList, nn.Sequential)):
-            yield from (block for block in child if _has_params(block))
+            candidates += [block for block in child if _has_params(block)]
         elif _has_params(child):
-            yield child
+            candidates.append(child)
+    owners = Counter(id(p) for unit in candidates for p in unit.parameters())  # parameters() dedups
+    return [unit for unit in candidates if all(owners[id(p)] == 1 for p in unit.parameters())]
 
 
 def _has_params(module: nn.Module) -> bool:

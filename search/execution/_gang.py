@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import Coordinator
-from search.execution._trial import run_trial
+from search.execution._trial import fit_or_start_over, run_trial
 from search.execution._worker import IDLE_POLL_S, connect, default_worker_id, search_subset
 from search.settings import load_study, location_env
 
@@ -146,12 +146,15 @@ def _follow(rank: int) -> None:
         if message[0] != "fit":
             continue
         _, number, params, ckpt_dir = message
-        model = study.build_model(params, data)
         config = study.train_config(params, study.search_fidelity).replace(
             checkpoint_dir=Path(ckpt_dir), resume=True, keep_last=1, sharding=group_sharding()
         )
+
+        def fit(config: Any, params: Any = params) -> Any:
+            return trainer.fit(study.build_model(params, data), train, data.val, data.task, config)
+
         try:
-            result = trainer.fit(model, train, data.val, data.task, config)
+            result = fit_or_start_over(fit, config, f"rank {rank}: trial {number}")
         except trainer.DivergenceError:
             continue  # raised on every rank at the same step; rank 0 ends the trial
         Gang().gather_epochs(result.epochs_run)

@@ -117,17 +117,29 @@ def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
         log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
 
 
+def fit_or_start_over(fit: Any, config: Any, what: str) -> Any:
+    """``fit(config)``, and when its checkpoints cannot be resumed here, ``fit`` from scratch.
+
+    A retry may land on a worker unlike the first attempt's: other GPUs (``precision=auto`` resolves
+    to another dtype), another group size or ``--sharding``. The trainer refuses such a checkpoint
+    rather than resume it wrongly; the trial then starts over, on every rank alike (each reads the
+    same checkpoint and gets the same refusal), with a fresh model.
+    """
+    import trainer
+
+    try:
+        return fit(config)
+    except trainer.CheckpointError as exc:
+        log.warning("%s starts over: %s", what, exc)
+        return fit(config.replace(resume=False))
+
+
 def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
          progress: Progress | None = None, board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
     import trainer
 
     progress = progress or Progress()  # without a watchdog, nobody looks at it
     params = suggest_params(ctx.study, ctx.coordinator.storage, trial)
-    if ctx.gang is not None:
-        ctx.gang.send_params(trial.number, params, ckpt_dir)
-    run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
-    model = ctx.study.build_model(params, ctx.data)
-    progress.watch(model)  # every finished training or validation batch is progress, as is every step
     config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
         checkpoint_dir=ckpt_dir,
         resume=True,
@@ -137,15 +149,22 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         from search.execution._gang import group_sharding
 
         config = config.replace(sharding=group_sharding())
-        trial.set_user_attr("sharding", config.sharding)
+        retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")
+        ctx.gang.send_params(trial.number, params, ckpt_dir)
+    run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
     hook = PruningHook(trial, ctx.record.metric)
     sink: Any = run
     if board is not None:
         board.hparams = params_dict(params)
         sink = trainer.FanOut(run, board)
-    result = trainer.fit(
-        model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink, on_step=progress.step
-    )
+
+    def fit(config: Any) -> Any:
+        model = ctx.study.build_model(params, ctx.data)
+        progress.watch(model)  # every finished training or validation batch is progress, as is every step
+        return trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink,
+                           on_step=progress.step)  # fmt: skip
+
+    result = fit_or_start_over(fit, config, f"trial {trial.number}")
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
     return result, hook

@@ -46,7 +46,8 @@ def test_suggest_returns_frozen_params(study: ResMLPStudy) -> None:
     assert 1e-4 <= params.lr <= 1e-2 and 1 <= params.depth <= 6
     # Precision is the study's option, resolved on the machine that trains, never a search dimension.
     assert "mixed_precision" not in trial.params
-    assert params.mixed_precision == ("bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no")
+    native = torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    assert params.mixed_precision == ("bf16" if native else "no")
     assert set(trial.params) <= {field.name for field in dataclasses.fields(ResMLPParams)}
 
 
@@ -123,7 +124,8 @@ def test_short_fit_on_digits_is_accurate(study: ResMLPStudy, digits: StudyData) 
 def test_precision_is_a_study_option_resolved_where_the_fit_runs(name: str) -> None:
     import studies
 
-    auto = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    native = torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    auto = "bf16" if native else "no"
     for option, expected in (("auto", auto), ("no", "no"), ("bf16", "bf16"), ("fp16", "fp16")):
         study = studies.get_study(name, precision=option)
         params = study.suggest(optuna.trial.FixedTrial(_fixed_trial_params(study)))

@@ -43,6 +43,8 @@ def main(inputs: Path, out: Path) -> None:
     fsdp_config = fsdp.replace(checkpoint_dir=out / "fsdp-checkpoints")
     _dropout_fit(saved, train, val, task, fsdp_config, hooks=[StopAt(1)])
     fsdp_resumed = _dropout_fit(saved, train, val, task, fsdp_config)
+    tied = _Tied()
+    tied_result = trainer.fit(tied, train, val, task, config.replace(epochs=1, sharding="fsdp"))
     compiled = residual_mlp(8, 16, 3)
     compiled.load_state_dict(saved["model"])
     trainer.fit(compiled, train, val, task, config.replace(compile=True), hooks=[StopAt(2)])
@@ -62,6 +64,8 @@ def main(inputs: Path, out: Path) -> None:
         "weights": _weights(model),
         "compiled_weights": _weights(compiled),
         "history": result.history,
+        "tied_val_loss": tied_result.history[-1]["val_loss"],
+        "tied_still_shared": tied.mid.weight is tied.inp.weight,
         "fsdp_history": sharded_result.history,
         "fsdp_weights": _weights(sharded),
         "fsdp_resumed_from": fsdp_resumed[1].resumed_from_epoch,
@@ -90,6 +94,19 @@ def _dropout_fit(saved, train, val, task, config, *, hooks=(), masks=None):
         )
     result = trainer.fit(model, train, val, task, config, hooks=hooks)
     return model, result
+
+
+class _Tied(torch.nn.Module):
+    """Two layers sharing one weight (as a language model ties its embedding and output head)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.mid, self.out = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 3)
+        self.mid.weight = self.inp.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.mid(torch.relu(self.inp(x)))))
 
 
 def _weights(model) -> list[float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -124,3 +125,10 @@ def test_a_sharded_fsdp_resume_ends_with_the_uninterrupted_weights(reports: dict
     assert main["fsdp_resumed_weights"] == pytest.approx(main["fsdp_uninterrupted_weights"], rel=1e-6, abs=1e-7)
     state = trainer.load_checkpoint(reports["checkpoints"].parent / "fsdp-checkpoints" / "epoch-0003.pt")
     assert set(state["model"]) == set(residual_mlp(8, 16, 3, dropout=0.3).state_dict())  # full, plain keys
+
+
+def test_fsdp_shards_a_model_with_tied_weights(reports: dict) -> None:
+    # Sharding each layer on its own raised "Parameter ... is shared with a parameter already managed
+    # by another FSDP group" (a language model's tied embedding and head); shared ones go to the root.
+    for rank in reports["ranks"]:
+        assert math.isfinite(rank["tied_val_loss"]) and rank["tied_still_shared"]
