@@ -7,6 +7,7 @@ forward pass sleeps instead of computing. Options: ``epoch_seconds`` (default 0.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,15 @@ class SleepStudy:
 
     def train_config(self, params: SleepParams, fidelity: Fidelity) -> trainer.TrainConfig:
         return trainer.TrainConfig(
-            epochs=fidelity.epochs, batch_size=4, lr=params.lr, max_grad_norm=None, num_workers=0
+            epochs=fidelity.epochs, batch_size=per_process_batch(), lr=params.lr, max_grad_norm=None, num_workers=0
         )
+
+
+def per_process_batch(rows: int = 4) -> int:
+    """One batch of the ``rows`` per process and epoch, so one sleep per epoch: a trial group of N
+    processes (torchrun's WORLD_SIZE) reads rows/N each, since the trainer refuses an effective
+    batch larger than the training rows."""
+    return max(1, rows // int(os.environ.get("WORLD_SIZE", "1")))
 
 
 def make_study(epoch_seconds: float = 0.1, epochs: int = 3) -> SleepStudy:

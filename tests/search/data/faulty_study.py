@@ -8,6 +8,7 @@ pattern repeats. Each epoch is one batch of four rows, like ``benchmarks/studies
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,9 @@ class FaultyStudy:
         return FaultyModel(params.x, diverge_at=2 if params.mode == "diverge" else None)
 
     def train_config(self, params: FaultyParams, fidelity: Fidelity) -> trainer.TrainConfig:
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=0.1, max_grad_norm=None, num_workers=0)
+        # one batch per process and epoch: a group of N processes reads 4/N rows each
+        batch = max(1, 4 // int(os.environ.get("WORLD_SIZE", "1")))
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=batch, lr=0.1, max_grad_norm=None, num_workers=0)
 
 
 study = FaultyStudy()
