@@ -2,93 +2,32 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import gather_object, set_seed
-from torch import Tensor, nn
-from torch.optim.lr_scheduler import LambdaLR
+from accelerate.utils import set_seed
+from torch import nn
 
-from trainer._checkpoint import Checkpointer, capture_rng, restore_rng
+from trainer._checkpoint import Checkpointer
 from trainer._config import TrainConfig
-from trainer._data import Batches, IndexPlan, MicroBatch, TrainData, dataset_size, make_batches
-from trainer._errors import CheckpointError, ConfigError
+from trainer._data import IndexPlan, TrainData, dataset_size, make_batches
+from trainer._errors import ConfigError
 from trainer._evaluate import validate
 from trainer._hooks import Hook, MetricsSink
 from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
 from trainer._result import FitResult
+from trainer._resume import resume, snapshot
+from trainer._run import Run
 from trainer._runtime import make_accelerator, release_model
-from trainer._sharding import (
-    full_state,
-    is_sharded,
-    load_full_state,
-    local,
-    set_gradient_sync,
-    shard_model,
-    sync_buffers,
-)
+from trainer._sharding import is_sharded, shard_model, sync_buffers
+from trainer._step import counted_micro_step, micro_step, optimizer_step
 from trainer._tasks import LanguageModeling, Task
-from trainer._throughput import FlopCount, peak_memory_mb, peak_tflops, reset_peak_memory
-
-# Settings that may change between a run and its resumption without changing what is trained.
-# Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
-# schedule's length depends on it, so a changed one would bend the learning rate mid-run).
-_RESUMABLE_CHANGES = frozenset(
-    {
-        "resume",
-        "checkpoint_dir",
-        "keep_last",
-        "num_workers",
-        "cpu",
-        "tf32",
-        "channels_last",
-        "cudnn_benchmark",
-        "compile",
-    }
-)
-
-
-@dataclass
-class _Run:
-    """What one call to ``fit`` trains with, and how far it has got."""
-
-    config: TrainConfig
-    task: Task
-    accelerator: Accelerator
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: LambdaLR
-    train: Batches
-    val_steps: int
-    """Validation batches of the process with the most (sharded models forward in lockstep)."""
-    layout: list[MicroBatch]
-    """This process's micro-batches of a training epoch: rows, loss weight, whether a step ends."""
-    val: Batches
-    checkpoints: Checkpointer | None
-    params: list[Tensor]
-    epoch: int = 0
-    global_step: int = 0
-    lr: float = math.nan
-    best_epoch: int = 0
-    best_val_loss: float = math.inf
-    resumed_from: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
-    train_samples: int = 0
-    train_seconds: float = 0.0
-    callback_seconds: float = 0.0
-    flops: FlopCount = field(default_factory=FlopCount)
-    """Model FLOPs per training row, counted on the run's first micro-batch."""
-    loss_scale: float | None = None
-    """The fp16 gradient scaler's scale before the next step (``None``: not read yet)."""
-    on_step: Callable[[], object] = lambda: None
-    """Called after every optimizer step (a profiler's ``step``); a no-op unless given to ``fit``."""
+from trainer._throughput import peak_memory_mb, peak_tflops, reset_peak_memory
 
 
 def fit(
@@ -138,14 +77,14 @@ def fit(
     if on_step is not None:
         run.on_step = on_step
     try:
-        _resume(run)
+        resume(run)
         stopped_epoch = _train(run, hooks, sink)
     finally:
         release_model(run.accelerator, run.model)
     return _result(run, stopped_epoch, time.perf_counter() - started)
 
 
-def _train(run: _Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | None:
+def _train(run: Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | None:
     for epoch in range(run.epoch + 1, run.config.epochs + 1):
         metrics = _train_epoch(run, epoch)
         _record(run, epoch, metrics)
@@ -154,7 +93,7 @@ def _train(run: _Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | 
     return None
 
 
-def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig) -> _Run:
+def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig) -> Run:
     accelerator = make_accelerator(config)
     set_seed(config.seed, device_specific=True)  # seed + rank: each process its own dropout stream
     train_plan, val_plan = _plans(train, val, config, accelerator)
@@ -178,7 +117,7 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
     if config.compile:  # around the DDP wrapper, as Accelerate does; checkpoints see the plain module
         model = cast(nn.Module, torch.compile(model))
-    return _Run(
+    return Run(
         config=config,
         task=task,
         accelerator=accelerator,
@@ -220,7 +159,7 @@ def _plans(
     return train_plan, IndexPlan(dataset_size(val), config.batch_size, **shard)
 
 
-def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
+def _train_epoch(run: Run, epoch: int) -> dict[str, float]:
     started = time.perf_counter()
     run.model.train()
     run.train.set_epoch(epoch)
@@ -228,11 +167,11 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     reset_peak_memory(run.accelerator.device)
     count_tokens, tokens = isinstance(run.task, LanguageModeling), 0
     for (x, y), micro in zip(run.train, run.layout, strict=True):
-        step = _counted_micro_step if run.flops.pending else _micro_step
+        step = counted_micro_step if run.flops.pending else micro_step
         loss = step(run, x, y, micro)
         if count_tokens:
             tokens += y.numel()
-        grad_norm = _optimizer_step(run, monitor) if micro.ends_step else None
+        grad_norm = optimizer_step(run, monitor) if micro.ends_step else None
         monitor.record(loss, micro.rows, grad_norm)
     stats = monitor.summary()  # syncs the device, so the clock below is honest
     train_seconds = time.perf_counter() - started
@@ -251,7 +190,7 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     return metrics | _speed(run, samples / train_seconds)
 
 
-def _speed(run: _Run, samples_per_second: float) -> dict[str, float]:
+def _speed(run: Run, samples_per_second: float) -> dict[str, float]:
     """``model_tflops`` (all processes), ``mfu`` where the device's peak is known, ``peak_memory_mb``
     on CUDA (this process's device)."""
     out: dict[str, float] = {}
@@ -267,90 +206,14 @@ def _speed(run: _Run, samples_per_second: float) -> dict[str, float]:
     return out
 
 
-def _counted_micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
-    """The run's first micro-batch, its model FLOPs counted as it trains.
-
-    A compiled model runs this one eagerly (the module it compiles, without DDP, so one process
-    only): dynamo would fall back to eager under the counter's dispatch mode and keep doing so for
-    every later step. A compiled multi-process run counts nothing (no ``model_tflops`` or ``mfu``).
-    """
-    model = run.model
-    if run.config.compile:
-        if run.accelerator.num_processes > 1:
-            run.flops.skip()
-            return _micro_step(run, x, y, micro, model)
-        model = run.accelerator.unwrap_model(model, keep_torch_compile=False)
-    with run.flops.counting(micro.rows):
-        return _micro_step(run, x, y, micro, model)
-
-
-def _micro_step(run: _Run, x: Any, y: Any, micro: MicroBatch, model: nn.Module | None = None) -> Tensor:
-    """Forward and backward of one micro-batch, its gradient added to the step's with its weight.
-
-    Accumulation is done here, not by ``accelerator.accumulate``: a step may end after fewer
-    micro-batches than ``grad_accum_steps`` (the epoch's remainder), which Accelerate cannot know.
-    Gradients are synced between processes only on the micro-batch that ends a step.
-    """
-    accelerator, model = run.accelerator, run.model if model is None else model
-    if is_sharded(accelerator.unwrap_model(model, keep_torch_compile=False)):
-        set_gradient_sync(accelerator.unwrap_model(model, keep_torch_compile=False), micro.ends_step)
-        sync = accelerator.autocast()  # a sharded model's forward is not patched by prepare
-    else:
-        sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(model)
-    with sync:
-        loss = run.task.loss(model(x), y)
-        accelerator.backward(loss * micro.weight if micro.weight != 1 else loss)
-    return loss.detach()
-
-
-def _optimizer_step(run: _Run, monitor: EpochMonitor) -> Tensor:
-    grad_norm = _clip_gradients(run)
-    run.lr = run.optimizer.param_groups[0]["lr"]
-    scaler = run.accelerator.scaler
-    if scaler is not None and run.loss_scale is None:
-        run.loss_scale = scaler.get_scale()
-    run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
-    if _step_was_skipped(run):  # fp16 overflow: the weights did not move, so neither does the schedule
-        monitor.skipped()
-    else:
-        run.scheduler.step()
-        run.global_step += 1
-    run.on_step()
-    return grad_norm
-
-
-def _step_was_skipped(run: _Run) -> bool:
-    """Whether the fp16 gradient scaler skipped the step just taken.
-
-    Accelerate's ``optimizer_step_was_skipped`` never says so for a fused optimizer (AdamW here):
-    the scaler hands it the overflow flag and the kernel skips the update itself. The scaler halves
-    its scale on every overflow and only ever grows it otherwise, so a lower scale is a skipped step.
-    """
-    scaler = run.accelerator.scaler
-    if scaler is None:
-        return False
-    before, run.loss_scale = run.loss_scale, scaler.get_scale()
-    return run.accelerator.optimizer_step_was_skipped or (before is not None and run.loss_scale < before)
-
-
-def _clip_gradients(run: _Run) -> Tensor:
-    """The global gradient norm, clipped to ``max_grad_norm`` when that is set."""
-    if run.config.max_grad_norm is not None:
-        return local(run.accelerator.clip_grad_norm_(run.params, run.config.max_grad_norm))
-    # Only measure: clipping to inf would still rescale every gradient by 1.
-    run.accelerator.unscale_gradients()
-    return local(torch.nn.utils.get_total_norm([p.grad for p in run.params if p.grad is not None]))
-
-
-def _record(run: _Run, epoch: int, metrics: dict[str, float]) -> None:
+def _record(run: Run, epoch: int, metrics: dict[str, float]) -> None:
     run.history.append(metrics)
     run.epoch = epoch
     is_best = _improves(metrics["val_loss"], run.best_val_loss) or run.best_epoch == 0
     if is_best:
         run.best_epoch, run.best_val_loss = epoch, metrics["val_loss"]
     if run.checkpoints is not None:
-        run.checkpoints.save(_snapshot(run), epoch, is_best=is_best)
+        run.checkpoints.save(snapshot(run), epoch, is_best=is_best)
 
 
 def _improves(value: float, best: float) -> bool:
@@ -358,7 +221,7 @@ def _improves(value: float, best: float) -> bool:
 
 
 def _should_stop(
-    run: _Run,
+    run: Run,
     hooks: Sequence[Hook],
     sink: MetricsSink | None,
     epoch: int,
@@ -376,81 +239,7 @@ def _should_stop(
     return accelerator.check_trigger()
 
 
-def _snapshot(run: _Run) -> dict[str, Any]:
-    scaler = run.accelerator.scaler
-    module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
-    if is_sharded(module):  # gathered on rank 0, the one that writes
-        model_state, optimizer_state = full_state(module, run.optimizer)
-    else:
-        model_state, optimizer_state = module.state_dict(), run.optimizer.state_dict()
-    return {
-        "model": model_state,
-        "optimizer": optimizer_state,
-        "scheduler": run.scheduler.state_dict(),
-        "scaler": None if scaler is None else scaler.state_dict(),
-        "rng": gather_object([capture_rng()]) if run.accelerator.num_processes > 1 else [capture_rng()],
-        "world_size": run.accelerator.num_processes,
-        "epoch": run.epoch,
-        "global_step": run.global_step,
-        "lr": run.lr,
-        "val_loss": run.history[-1]["val_loss"],
-        "best_epoch": run.best_epoch,
-        "best_val_loss": run.best_val_loss,
-        "config": run.config.to_dict(),
-    }
-
-
-def _resume(run: _Run) -> None:
-    if run.checkpoints is None:
-        return
-    state = run.checkpoints.load_latest() if run.config.resume else None
-    run.accelerator.wait_for_everyone()  # every process has read before the main process prunes
-    run.checkpoints.discard_after(0 if state is None else state["epoch"])
-    if state is not None:
-        _restore(run, state)
-
-
-def _restore(run: _Run, state: dict[str, Any]) -> None:
-    _refuse_config_change(state, run.config)
-    world, saved_world = run.accelerator.num_processes, state.get("world_size", 1)
-    if saved_world != world:
-        raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {run.config.checkpoint_dir}: it was trained by "
-            f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
-        )
-    module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
-    try:
-        if is_sharded(module):
-            load_full_state(module, run.optimizer, state["model"], state["optimizer"])
-        else:
-            module.load_state_dict(state["model"])
-            run.optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as exc:
-        where = run.config.checkpoint_dir
-        raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc
-    run.scheduler.load_state_dict(state["scheduler"])
-    if run.accelerator.scaler is not None and state["scaler"] is not None:
-        run.accelerator.scaler.load_state_dict(state["scaler"])
-        run.loss_scale = None
-    rng = state["rng"]
-    restore_rng(rng[run.accelerator.process_index] if isinstance(rng, list) else rng)  # a list: one per rank
-    run.epoch = run.resumed_from = state["epoch"]
-    run.global_step, run.lr = state["global_step"], state["lr"]
-    run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
-
-
-def _refuse_config_change(state: Mapping[str, Any], config: TrainConfig) -> None:
-    saved, current = state["config"], config.to_dict()
-    changed = [k for k in current if k not in _RESUMABLE_CHANGES and k in saved and saved[k] != current[k]]
-    if changed:
-        what = ", ".join(f"{k}={saved[k]!r} (now {current[k]!r})" for k in changed)
-        raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {config.checkpoint_dir}: it was trained with "
-            f"{what}; resume with the same hyperparameters, or set resume=False to start over"
-        )
-
-
-def _result(run: _Run, stopped_epoch: int | None, seconds: float) -> FitResult:
+def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
     config, accelerator = run.config, run.accelerator
     return FitResult(
         epochs_run=run.epoch,

@@ -17,8 +17,9 @@ from torch import nn
 
 from trainer._config import TrainConfig
 from trainer._data import TrainData
-from trainer._loop import _clip_gradients, _setup
+from trainer._loop import _setup
 from trainer._runtime import release_model
+from trainer._step import clip_gradients
 from trainer._tasks import Task
 
 
@@ -67,7 +68,7 @@ def lr_range_test(model: nn.Module, train: TrainData, task: Task, config: TrainC
                     group["lr"] = lr
                 loss = run.task.loss(run.model(x), y)
                 run.accelerator.backward(loss)
-                _clip_gradients(run)
+                clip_gradients(run)
                 run.optimizer.step()
                 run.optimizer.zero_grad(set_to_none=True)
                 value = float(loss.detach())

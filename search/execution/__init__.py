@@ -1,8 +1,8 @@
 """Running trials: the worker loop, one trial end to end, multi-process trials, and local worker processes."""
 
-from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._context import ENV_SHARDING, TrialOutcome, WorkerContext
 from search.execution._finish import fail_reason
-from search.execution._gang import ENV_SHARDING, Nodes, launch, run_rank
+from search.execution._gang import Nodes, launch, run_rank
 from search.execution._local import (
     check_some_worker_succeeded,
     default_workers,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,14 @@ if TYPE_CHECKING:
     from search.tracking import Tracker
     from studies import Study, StudyData
     from trainer import TrainData
+
+ENV_SHARDING = "HPSEARCH_SHARDING"
+"""``search worker --sharding``, handed to the ranks it launches: ``ddp`` or ``fsdp``."""
+
+
+def group_sharding() -> str:
+    """How this trial group's fits split the work (``TrainConfig.sharding``)."""
+    return os.environ.get(ENV_SHARDING, "ddp")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import Coordinator
+from search.execution._context import group_sharding
 from search.execution._trial import fit_or_start_over, run_trial
 from search.execution._worker import IDLE_POLL_S, connect, default_worker_id, search_subset
 from search.settings import load_study, location_env
@@ -32,13 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_RELAUNCHES = 3
 """Fresh groups in a row that may break before any trial: past that it is a crash loop, not a bad trial."""
-ENV_SHARDING = "HPSEARCH_SHARDING"
-"""``search worker --sharding``, handed to the ranks it launches: ``ddp`` or ``fsdp``."""
-
-
-def group_sharding() -> str:
-    """How this trial group's fits split the work (``TrainConfig.sharding``)."""
-    return os.environ.get(ENV_SHARDING, "ddp")
 
 
 def _broadcast(obj: Any = None) -> Any:

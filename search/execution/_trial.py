@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import heartbeat, retrying
 from search.exceptions import DatabaseUnavailableError
-from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._context import TrialOutcome, WorkerContext, group_sharding
 from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
@@ -146,8 +146,6 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         keep_last=2,  # two, so a damaged newest one has a fallback
     )
     if ctx.gang is not None:
-        from search.execution._gang import group_sharding
-
         config = config.replace(sharding=group_sharding())
         retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")
         ctx.gang.send_params(trial.number, params, ckpt_dir)
