@@ -123,7 +123,7 @@ def _stop(proc) -> None:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reaped(pg_url, tmp_path):
-    """The MLflow server the workers log to over HTTP stops for 20 s (almost seven grace periods) mid-search:
+    """The MLflow server the workers log to over HTTP stops for 12 s (four grace periods) mid-search:
     training goes on, no live worker's trial is taken for dead, and every run ends FINISHED."""
     import os
     import subprocess
@@ -141,7 +141,7 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
     with open(tmp_path / "start.log", "ab") as out:
         start = subprocess.Popen([sys.executable, "-m", "search", "start", "--study", str(SLEEP_STUDY), "--trials", "2",
                                   "--workers", "2", "--pruner", "none", "--no-retrain", "--heartbeat-interval", "1",
-                                  "--grace-period", "3", "--study-option", "epochs=16", "--study-option",
+                                  "--grace-period", "3", "--study-option", "epochs=12", "--study-option",
                                   "epoch_seconds=1", "--storage", pg_url, "--tracking-uri", uri, "--project-dir",
                                   str(tmp_path / "project")], cwd=tmp_path, env=env, stdout=out,
                                  stderr=subprocess.STDOUT)  # fmt: skip
@@ -161,7 +161,7 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
             time.sleep(0.5)
         _stop(server)
         before = epochs_reported()
-        time.sleep(20)
+        time.sleep(12)
         during = epochs_reported() - before
         server = _serve_mlflow(port, store, tmp_path / "mlflow.log")
         assert start.wait(timeout=300) == 0, (tmp_path / "start.log").read_text()
@@ -174,7 +174,7 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
             start.kill()
         if server.poll() is None:
             _stop(server)
-    assert during >= 10, f"only {during} epochs reported in 20 s while MLflow was down"  # 2 workers at 1 s an epoch
+    assert during >= 8, f"only {during} epochs reported in 12 s while MLflow was down"  # 2 workers at 1 s an epoch
     assert [t.state.name for t in trials] == ["COMPLETE"] * 2  # none reaped, none retried
     assert not [t for t in trials if "fail_reason" in t.user_attrs]
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # the parent and the two trials
