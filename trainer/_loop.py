@@ -24,7 +24,7 @@ from trainer._result import FitResult
 from trainer._resume import resume, snapshot
 from trainer._run import Run
 from trainer._runtime import make_accelerator, release_model
-from trainer._sharding import is_sharded, shard_model, sync_buffers
+from trainer._sharding import shard_model, sync_buffers
 from trainer._step import counted_micro_step, micro_step, optimizer_step
 from trainer._tasks import LanguageModeling, Task
 from trainer._throughput import peak_memory_mb, peak_tflops, reset_peak_memory
@@ -106,8 +106,9 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
     if config.channels_last and accelerator.device.type == "cuda":
         model = model.to(accelerator.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     sharded = config.sharding == "fsdp" and accelerator.num_processes > 1
+    sharded_module = None
     if sharded:  # before the optimizer, which then holds each process's shards
-        model = shard_model(model, accelerator.device, accelerator.num_processes)
+        model = sharded_module = shard_model(model, accelerator.device, accelerator.num_processes)
     optimizer = build_optimizer(model, config)
     total_steps = config.epochs * train_plan.optimizer_steps
     scheduler = build_scheduler(optimizer, total_steps, config)
@@ -130,6 +131,7 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         val=val_batches,
         checkpoints=checkpoints,
         params=[p for p in model.parameters() if p.requires_grad],
+        sharded=sharded_module,
     )
 
 
@@ -180,7 +182,7 @@ def _train_epoch(run: Run, epoch: int) -> dict[str, float]:
     run.train_samples += samples
     run.train_seconds += train_seconds
     metrics = {"epoch": epoch, "train_loss": stats.pop("train_loss")}
-    if is_sharded(run.accelerator.unwrap_model(run.model, keep_torch_compile=False)):
+    if run.sharded is not None:
         sync_buffers(run.model)  # validation and the checkpoint see rank 0's BatchNorm statistics
     metrics |= run.task.compute(validate(run.accelerator, run.model, run.val, run.task, lockstep=run.val_steps))
     metrics |= {"lr": run.lr} | stats

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from trainer._data import MicroBatch
 from trainer._monitor import EpochMonitor
 from trainer._run import Run
-from trainer._sharding import is_sharded, local, set_gradient_sync
+from trainer._sharding import local, set_gradient_sync
 
 
 def counted_micro_step(run: Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
@@ -39,8 +39,8 @@ def micro_step(run: Run, x: Any, y: Any, micro: MicroBatch, model: nn.Module | N
     Gradients are synced between processes only on the micro-batch that ends a step.
     """
     accelerator, model = run.accelerator, run.model if model is None else model
-    if is_sharded(accelerator.unwrap_model(model, keep_torch_compile=False)):
-        set_gradient_sync(accelerator.unwrap_model(model, keep_torch_compile=False), micro.ends_step)
+    if run.sharded is not None:
+        set_gradient_sync(run.sharded, micro.ends_step)
         sync = accelerator.autocast()  # a sharded model's forward is not patched by prepare
     else:
         sync = contextlib.nullcontext() if micro.ends_step else accelerator.no_sync(model)
