@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from search.cli._open import locations, open_existing_with_locations, study_name
-from search.coordination import PARENT_RUN_ATTR
+from search.coordination import PARENT_RUN_ATTR, retrying
 from search.exceptions import SearchError
 from search.execution import (
     ENV_SHARDING,
@@ -92,10 +92,10 @@ def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator,
     started, delay, waited = time.monotonic(), 1.0, False
     while True:
         try:
-            found = open_existing_with_locations(dict(kwargs))
-            if seconds and PARENT_RUN_ATTR not in found[0].load().user_attrs:  # `search start` is still creating it
-                raise SearchError(f"study {found[0].study_name!r} is still being created")
-        except (StorageError, SearchError) as exc:  # unreachable database, no study (yet)
+            # A server that is restarting (refusing connections, "shutting down", "starting up") is
+            # an outage, ridden out up to --db-outage-limit and then exit 75, as for a running worker.
+            found = retrying(lambda: _open_study(kwargs, seconds > 0), "opening the study")
+        except (StorageError, SearchError) as exc:  # no study (yet); an outage past the limit (75 once past the wait)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise
@@ -108,6 +108,14 @@ def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator,
         if waited:
             log.warning("study %r found after %.0f s; joining it", found[0].study_name, time.monotonic() - started)
         return found
+
+
+def _open_study(kwargs: dict[str, Any], created_only: bool) -> tuple[Coordinator, Locations]:
+    found = open_existing_with_locations(dict(kwargs))
+    if created_only and PARENT_RUN_ATTR not in found[0].load().user_attrs:  # `search start` is still creating it
+        found[0].storage.engine.dispose()
+        raise SearchError(f"study {found[0].study_name!r} is still being created")
+    return found
 
 
 def _nodes(count: int, endpoint: str | None, run_id: str | None) -> Nodes:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator
+from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
 from search.exceptions import SearchError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._trial import run_trial
@@ -17,7 +17,9 @@ from search.settings import load_study
 from search.tracking import Tracker
 
 if TYPE_CHECKING:
-    from search.settings import Locations
+    import optuna
+
+    from search.settings import Locations, StudyRecord
     from trainer import TrainData
 
 log = logging.getLogger(__name__)
@@ -52,9 +54,14 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     connections open for the worker's life.
     """
     coordinator = coordinator or Coordinator(loc.storage_url, study_name)
-    optuna_study = coordinator.load(worker_ordinal=coordinator.join())
-    record = coordinator.read_record()
-    attrs = optuna_study.user_attrs
+    ordinal = coordinator.join()
+
+    def load() -> tuple[optuna.Study, StudyRecord, dict[str, Any]]:
+        loaded = coordinator.load(worker_ordinal=ordinal)
+        return loaded, coordinator.read_record(), loaded.user_attrs
+
+    # A worker that starts as the server restarts rides it out here too, as in its trials.
+    optuna_study, record, attrs = retrying(load, "loading the study")
     if PARENT_RUN_ATTR not in attrs:
         raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
     study = load_study(record.study_ref, record.options, record.narrow)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from search.coordination import PARENT_RUN_ATTR
 
 ROOT = Path(__file__).resolve().parents[2]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
@@ -80,9 +83,9 @@ def test_a_search_on_assigned_gpus_runs_one_worker_on_each_and_records_it(cli, t
     assert len({t.user_attrs["worker"] for t in study.trials}) == 2
 
 
-def _worker(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+def _worker(args: list[str], cwd: Path, **extra_env: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
-    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra_env)
     return subprocess.Popen([sys.executable, "-m", "search", "worker", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
@@ -102,14 +105,111 @@ def test_a_worker_started_before_its_study_waits_for_it_then_trains(cli, tmp_pat
     assert "3/3 trials finished (3 complete" in start.stdout
 
 
-def test_past_the_wait_a_worker_exits_with_one_clear_line(tmp_path):
+@pytest.mark.parametrize("wait", ["0", "3"])
+def test_an_unreachable_database_is_an_outage_and_past_it_the_worker_exits_75(tmp_path, wait):
+    """Refused connections at start (a server restarting) are ridden out like an outage, then EX_TEMPFAIL."""
     began = time.monotonic()
-    worker = _worker(["--name", "sleep", "--storage", "postgresql://nobody@127.0.0.1:1/none", "--wait-for-db", "3"],
-                     tmp_path)  # fmt: skip
+    worker = _worker(["--name", "sleep", "--storage", "postgresql://nobody@127.0.0.1:1/none", "--wait-for-db", wait],
+                     tmp_path, SEARCH_DB_OUTAGE_LIMIT="2")  # fmt: skip
     _, err = worker.communicate(timeout=120)
-    assert worker.returncode == 2
-    assert 3 <= time.monotonic() - began < 60
+    assert worker.returncode == 75, err  # retry later, not "bad configuration"
+    assert max(2, float(wait)) <= time.monotonic() - began < 60
     lines = [line for line in err.splitlines() if line.strip()]
-    assert "waiting up to 3 s for the study" in lines[0]
-    assert lines[-1].startswith("error: ") and "127.0.0.1:1" in lines[-1]
+    assert "database connection lost while opening the study" in lines[0], err
+    assert ("waiting up to 3 s for the study" in err) == (wait == "3"), err
+    assert lines[-1].startswith("error: database unreachable for ") and "127.0.0.1:1" in lines[-1], err
     assert "Traceback" not in err
+
+
+@pytest.mark.postgres
+def test_a_worker_rides_out_a_database_that_refuses_connections_as_it_starts(tmp_path, pg_url, monkeypatch):
+    """As when a worker starts during a PostgreSQL restart ("the database system is shutting down"):
+    before it opens the study, and (in-process, at a chosen moment) right after it joined."""
+    import sqlalchemy
+
+    start = subprocess.Popen([sys.executable, "-m", "search", "start", "--study", SLEEP_STUDY, "--trials", "2",
+                              "--workers", "0", *QUICK, "--storage", pg_url], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    database = pg_url.rsplit("/", 1)[1]
+    admin = sqlalchemy.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    refuse = f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS '
+    try:
+        probe = sqlalchemy.create_engine(pg_url)
+        deadline = time.monotonic() + 120
+        while not _study_created(probe) and time.monotonic() < deadline:  # `search start` then waits for workers
+            time.sleep(0.5)
+        probe.dispose()
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(refuse + "false"))
+        worker = _worker(["--name", "sleep", "--storage", pg_url], tmp_path)
+        time.sleep(4)
+        assert worker.poll() is None, worker.communicate()  # riding it out, not failed with exit 2
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(refuse + "true"))
+        _, err = worker.communicate(timeout=120)
+        out, start_err = start.communicate(timeout=120)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(refuse + "true"))
+        admin.dispose()
+        for proc in (start, locals().get("worker")):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert worker.returncode == 0, err
+    assert err.count("database connection lost while opening the study") == 1, err
+    assert err.count("database connection back") == 1, err
+    assert start.returncode == 0, out + start_err
+    assert "2/2 trials finished (2 complete" in out
+    _connect_across_a_restart(tmp_path, pg_url, monkeypatch)
+
+
+def _study_created(engine) -> bool:
+    import sqlalchemy
+
+    query = sqlalchemy.text("SELECT count(*) FROM study_user_attributes WHERE key = :k")
+    try:
+        with engine.connect() as conn:
+            return bool(conn.execute(query, {"k": PARENT_RUN_ATTR}).scalar())
+    except sqlalchemy.exc.ProgrammingError:  # no tables yet
+        return False
+
+
+def _connect_across_a_restart(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server goes away right after a worker joined, as it loads the study: an outage, not exit 1."""
+    import sqlalchemy
+
+    from search.cli._settings import resolve_locations
+    from search.coordination import Coordinator
+    from search.execution import connect
+
+    loc = resolve_locations(storage=pg_url, tracking_uri=None, artifact_location=None,
+                            project_dir=tmp_path / ".search", create=False)  # fmt: skip
+    database = pg_url.rsplit("/", 1)[1]
+    admin = sqlalchemy.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    coordinator = Coordinator(loc.storage_url, "sleep")
+    joined = coordinator.join
+
+    def allow(yes: bool) -> None:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(yes).lower()}'))
+            if not yes:
+                conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                             "WHERE datname = :d"), {"d": database})  # fmt: skip
+
+    def join_then_restart() -> int:
+        ordinal = joined()
+        allow(False)
+        threading.Timer(3, allow, (True,)).start()
+        return ordinal
+
+    monkeypatch.setattr(coordinator, "join", join_then_restart)
+    try:
+        began = time.monotonic()
+        ctx = connect(loc, "sleep", "w-restart", coordinator)
+    finally:
+        time.sleep(max(0.0, 3.5 - (time.monotonic() - began)))
+        allow(True)
+        admin.dispose()
+    assert time.monotonic() - began >= 3  # it waited for the server, then loaded the study
+    assert ctx.optuna_study.study_name == "sleep" and ctx.parent_run_id
+    ctx.coordinator.storage.engine.dispose()
