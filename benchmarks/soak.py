@@ -15,10 +15,12 @@ times. When the study is done it reads the trials back and prints:
     duplicated logical trials that finished more than once, plus any beyond the budget
     running    trials left RUNNING or WAITING
 
-and the MLflow runs by status (a dead attempt's run ends KILLED; none may be left RUNNING).
+and the MLflow runs by status (a dead attempt's run ends KILLED; none may be left RUNNING), and the
+workers that exited non-zero by themselves (the database restarts are outages they ride out: none).
 
-The target is requested == finished and 0 / 0 / 0. Not a test: it takes minutes, and it restarts
-the local PostgreSQL cluster (with pg_ctlcluster; it is always left running).
+The target is requested == finished, 0 / 0 / 0, and no worker exiting non-zero. Not a test: it
+takes minutes, and it restarts the local PostgreSQL cluster (with pg_ctlcluster; it is always left
+running).
 
     python benchmarks/soak.py                       # 200 trials, 8 workers, a kill every ~4 s
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 6
@@ -142,6 +144,7 @@ class Soak:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.started = self.killed = self.restarts = self.pauses = self.mlflow_restarts = 0
         self.frozen: dict[subprocess.Popen[bytes], float] = {}  # a stopped worker -> when to thaw it
+        self.failed_exits: dict[int, int] = defaultdict(int)  # exit code -> workers (not killed by the soak)
 
     def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(self.logs / log, "ab") as out:
@@ -194,6 +197,7 @@ class Soak:
         for proc in list(self.workers):
             if proc.poll() not in (None, 0):
                 self.workers.remove(proc)
+                self.failed_exits[proc.returncode] += 1
                 print(f"  a worker exited with code {proc.returncode}; starting another", flush=True)
                 self.start_worker()
 
@@ -206,6 +210,8 @@ class Soak:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.returncode != 0:
+                self.failed_exits[proc.returncode] += 1
 
 
 def wait_until_ready(url: str, timeout: float = 120) -> None:
@@ -391,8 +397,10 @@ def main() -> None:
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
     print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
+    exits = ", ".join(f"{n} with {code}" for code, n in sorted(soak.failed_exits.items())) or "none"
+    print(f"workers that exited non-zero by themselves (the soak's SIGKILLs aside): {exits}")
     ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
-    ok = ok and runs.get("RUNNING", 0) == 0
+    ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits
     sys.exit(0 if ok and code == 0 else 1)
 
 
