@@ -22,6 +22,7 @@ from search.settings._locations import (
     Locations,
     location_env,
 )
+from search.settings._prune_points import may_prune_at
 from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord, parse_stall_timeout
 from search.settings._space import middle_params, parse_narrow, record_space, space_differences
 
@@ -45,6 +46,7 @@ __all__ = [
     "location_env",
     "make_pruner",
     "make_sampler",
+    "may_prune_at",
     "params_dict",
     "parse_options",
     "parse_spec",

@@ -1,0 +1,69 @@
+"""Where a pruner can decide: asking it at every other epoch costs database reads and changes nothing.
+
+``trial.should_prune()`` reads the trial back and lets the pruner read the study (two or three
+transactions an epoch). Each epoch is still reported (the dashboard's curves and a retry's
+history need every value), but the pruner is asked only at the epochs where it could return
+True or record something, given the last epoch at which this attempt asked it:
+
+* ``none``: never.
+* a median pruner with a fixed warm-up: from the warm-up on, at the first epoch of each interval
+  (Optuna's own rule, on the epochs the trial has reported).
+* successive halving and Hyperband with a fixed first rung: at an epoch that reaches a rung the
+  last ask had not reached (Hyperband: a rung of any bracket). An ask that does not prune passes
+  every rung up to its epoch, so nothing between two rungs can change the answer.
+* successive halving with ``min=auto``: every epoch until this process knows the first rung, then
+  as above.
+* anything else (``median:warmup=auto``, whose warm-up follows the complete trials; a pruner this
+  module does not know): every epoch.
+
+The first ask of an attempt is always made, but for ``none`` (a retry's inherited rungs are caught
+up there).
+``tests/search/test_pruning_equivalence.py`` checks that the decisions are those of asking at
+every epoch, for every pruner the CLI offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:
+    """Whether ``pruner`` could prune (or record a rung) at ``step``; ``steps`` are the reported epochs."""
+    import optuna  # imported here: the CLI's start-up does not need it
+
+    if type(pruner) is optuna.pruners.NopPruner:
+        return False
+    if last_asked is None:
+        return True
+    if type(pruner) is optuna.pruners.MedianPruner:
+        from optuna.pruners._percentile import _is_first_in_interval_step
+
+        warmup, interval = pruner._n_warmup_steps, pruner._interval_steps
+        return step >= warmup and _is_first_in_interval_step(step, set(steps), warmup, interval)  # type: ignore[arg-type]
+    rungs = _rungs(pruner)
+    if rungs is None:
+        return True
+    first, factor = rungs
+    if first < 1 or factor < 2:
+        return True
+    rung = first
+    while rung <= step:
+        if rung > last_asked:
+            return True
+        rung *= factor
+    return False
+
+
+def _rungs(pruner: Any) -> tuple[int, int] | None:
+    """The first rung and the factor between rungs (every bracket's rungs lie on them), if fixed."""
+    from search.settings._pruners import AdaptiveSuccessiveHalving, RetryAwareHyperband, RetryAwareSuccessiveHalving
+
+    if type(pruner) is RetryAwareSuccessiveHalving:
+        factor = pruner._reduction_factor
+        return int(pruner._min_resource) * factor**pruner._min_early_stopping_rate, factor  # type: ignore[arg-type]
+    if type(pruner) is RetryAwareHyperband:
+        return int(pruner._min_resource), pruner._reduction_factor
+    if type(pruner) is AdaptiveSuccessiveHalving and pruner._min is not None:
+        return pruner._min, pruner._factor
+    return None
