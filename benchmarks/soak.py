@@ -330,7 +330,11 @@ def tally(url: str, budget: int) -> dict[str, int]:
     attempts: dict[int, list[Any]] = defaultdict(list)
     for trial in trials:
         attempts[int(trial.system_attrs.get("failed_trial", trial.number))].append(trial)
-    final = {n: max(tries, key=lambda t: t.number) for n, tries in attempts.items()}
+    # A logical trial's outcome: its finished attempt; else its newest. A retry queued while its
+    # trial's own tell was landing stands down as FAIL ("not needed: trial N finished") after that
+    # attempt: it is bookkeeping, not a lost trial.
+    final = {n: next((t for t in tries if t.state.name in ("COMPLETE", "PRUNED")), max(tries, key=lambda t: t.number))
+             for n, tries in attempts.items()}  # fmt: skip
     ended = {n: t for n, t in final.items() if t.state.name in ("COMPLETE", "PRUNED", "FAIL")}
     twice = sum(sum(t.state.name in ("COMPLETE", "PRUNED") for t in tries) > 1 for tries in attempts.values())
     retries = [t for t in trials if "failed_trial" in t.system_attrs and t.state.name in ("COMPLETE", "PRUNED")]
@@ -343,6 +347,7 @@ def tally(url: str, budget: int) -> dict[str, int]:
         "attempts": len(trials),
         "resumed": sum(t.user_attrs.get("resumed_from_epoch", 0) > 0 for t in retries),
         "retried": len(retries),
+        "stood_down": sum(str(t.user_attrs.get("fail_reason", "")).startswith("not needed") for t in trials),
     }
 
 
@@ -393,7 +398,8 @@ def main() -> None:
     print(f"done in {time.monotonic() - started:.0f} s: search start exited {code}; {soak.killed} workers killed, "
           f"{soak.pauses} paused, {soak.started} started, {soak.restarts} PostgreSQL restarts, "
           f"{soak.mlflow_restarts} MLflow server restarts; {counts['attempts']} attempts, "
-          f"{counts['retried']} retries finished ({counts['resumed']} resumed from a checkpoint)")  # fmt: skip
+          f"{counts['retried']} retries finished ({counts['resumed']} resumed from a checkpoint), "
+          f"{counts['stood_down']} stood down (their trial had finished)")  # fmt: skip
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
     print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
