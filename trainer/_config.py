@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +42,12 @@ class TrainConfig:
     """Where to write one checkpoint per epoch; ``None`` writes none."""
     keep_last: int = 2
     """How many most recent epoch checkpoints to keep (the best by validation loss is always kept)."""
+    checkpoint_every: float = 0.0
+    """Seconds of training a killed run may lose. 0 writes a checkpoint after every epoch. Above 0,
+    one is written after an epoch when the next epoch would end more than this after the last
+    checkpoint (the start of the fit, at first), so every epoch once epochs take this long, and
+    always after the last epoch: a run of many short epochs saves every ``checkpoint_every``
+    seconds, not every epoch. ``best.pt`` is then not kept (its epoch may never have been saved)."""
     resume: bool = True
     """Resume from the newest good checkpoint in ``checkpoint_dir`` when there is one."""
     cpu: bool = False
@@ -95,6 +102,10 @@ class TrainConfig:
             "sharding='fsdp' takes mixed_precision 'no' or 'bf16', not 'fp16' (no sharded gradient scaler here)",
         )
         _check(self.keep_last >= 1, f"keep_last must be >= 1, got {self.keep_last}")
+        _check(
+            0 <= self.checkpoint_every < math.inf,
+            f"checkpoint_every must be a number of seconds >= 0, got {self.checkpoint_every}",
+        )
         _check(self.num_workers >= 0, f"num_workers must be >= 0, got {self.num_workers}")
         if self.checkpoint_dir is not None and not isinstance(self.checkpoint_dir, Path):
             object.__setattr__(self, "checkpoint_dir", Path(self.checkpoint_dir))

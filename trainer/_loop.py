@@ -56,11 +56,12 @@ def fit(
     ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is left on
     the training device.
 
-    With ``config.checkpoint_dir`` set, the full training state is saved after every epoch, and
+    With ``config.checkpoint_dir`` set, the full training state is saved after every epoch (with
+    ``config.checkpoint_every``, as often as losing at most that many seconds needs), and
     with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
     are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
     A checkpoint trained with other hyperparameters (anything but ``resume``, ``checkpoint_dir``,
-    ``keep_last``, ``num_workers``, ``cpu`` and the CUDA speed switches) is refused with a
+    ``keep_last``, ``checkpoint_every``, ``num_workers``, ``cpu`` and the CUDA speed switches) is refused with a
     :class:`CheckpointError`.
 
     ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
@@ -78,6 +79,7 @@ def fit(
         run.on_step = on_step
     try:
         resume(run)
+        run.saved_at = time.perf_counter()
         stopped_epoch = _train(run, hooks, sink)
     finally:
         release_model(run.accelerator, run.model)
@@ -214,8 +216,21 @@ def _record(run: Run, epoch: int, metrics: dict[str, float]) -> None:
     is_best = _improves(metrics["val_loss"], run.best_val_loss) or run.best_epoch == 0
     if is_best:
         run.best_epoch, run.best_val_loss = epoch, metrics["val_loss"]
-    if run.checkpoints is not None:
-        run.checkpoints.save(snapshot(run), epoch, is_best=is_best)
+    if run.checkpoints is not None and _checkpoint_due(run, epoch, metrics["epoch_seconds"]):
+        run.checkpoints.save(snapshot(run), epoch, is_best=is_best and not run.config.checkpoint_every)
+        run.saved_at = time.perf_counter()
+
+
+def _checkpoint_due(run: Run, epoch: int, epoch_seconds: float) -> bool:
+    """After every epoch, or (``checkpoint_every``) when waiting for the next one would lose more;
+    the main process decides for all, since writing one is a collective (gathers, FSDP state)."""
+    every = run.config.checkpoint_every
+    due = not every or epoch == run.config.epochs or time.perf_counter() - run.saved_at + epoch_seconds >= every
+    if run.accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        due = bool(broadcast_object_list([due])[0])
+    return due
 
 
 def _improves(value: float, best: float) -> bool:
@@ -255,5 +270,5 @@ def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
         fit_seconds=seconds,
         callback_seconds=run.callback_seconds,
         resumed_from_epoch=run.resumed_from,
-        best_checkpoint=None if run.checkpoints is None else run.checkpoints.best_path,
+        best_checkpoint=None if run.checkpoints is None or config.checkpoint_every else run.checkpoints.best_path,
     )

@@ -21,6 +21,7 @@ _RESUMABLE_CHANGES = frozenset(
         "resume",
         "checkpoint_dir",
         "keep_last",
+        "checkpoint_every",
         "num_workers",
         "cpu",
         "tf32",

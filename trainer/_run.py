@@ -46,6 +46,8 @@ class Run:
     train_samples: int = 0
     train_seconds: float = 0.0
     callback_seconds: float = 0.0
+    saved_at: float = 0.0
+    """``time.perf_counter()`` when the last checkpoint was written (or the fit began)."""
     sharded: nn.Module | None = None
     """The FSDP-sharded module (``sharding="fsdp"`` over several processes), else ``None``; found
     once here, since unwrapping the prepared model costs ~90 us, twice a micro-batch."""

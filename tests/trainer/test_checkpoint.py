@@ -106,3 +106,48 @@ def test_resume_refuses_other_hyperparameters(tmp_path: Path, change: dict) -> N
     # infrastructure may change: another retention and worker count resume
     resumed = _fit(_model(0), _config(tmp_path, keep_last=3, num_workers=0))
     assert resumed.resumed_from_epoch == 2 and resumed.epochs_run == 4
+
+
+def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_path: Path) -> None:
+    """Epochs of ~60 ms with a 0.25 s bound: a checkpoint every few epochs, never more than the bound
+    plus one epoch of training behind, the last epoch always, no best.pt; resuming from one is exact."""
+    import time
+
+    ends: dict[int, float] = {}
+
+    def slow_step() -> None:  # ten optimizer steps an epoch: ~60 ms epochs on any machine
+        time.sleep(0.006)
+
+    def mark(epoch: int, metrics) -> bool:
+        ends[epoch] = time.perf_counter()
+        return False
+
+    config = _config(tmp_path, epochs=16, keep_last=100, checkpoint_every=0.25)
+    result = _fit(_model(0), config, hooks=[mark], on_step=slow_step)
+    started = ends[1] - result.history[0]["epoch_seconds"]  # training's start (setup is not training)
+    saved = sorted(int(p.stem.removeprefix("epoch-")) for p in tmp_path.glob("epoch-*.pt"))
+    assert saved[-1] == 16 and 2 <= len(saved) < 16, saved
+    assert not (tmp_path / "best.pt").exists() and result.best_checkpoint is None
+    took = {h["epoch"]: h["epoch_seconds"] for h in result.history}
+    for epoch in range(1, 17):  # a kill at the end of `epoch` loses the training since the last save before it
+        last = max((s for s in saved if s < epoch), default=0)
+        lost = ends[epoch] - (ends[last] if last else started)
+        # The rule looks one epoch ahead with the last epoch's length: the bound holds up to the
+        # difference between two consecutive epochs (this machine is noisy), and one epoch always.
+        allowed = max(0.25 + took[epoch] - took.get(epoch - 1, took[epoch]), took[epoch])
+        assert lost <= allowed + 0.1, (epoch, last, lost, allowed)
+    # The saved state resumes exactly, as an every-epoch checkpoint does.
+    uninterrupted = _model(0)
+    _fit(uninterrupted, _config(None, epochs=16))
+    for path in tmp_path.glob("epoch-*.pt"):
+        if int(path.stem.removeprefix("epoch-")) > saved[0]:
+            path.unlink()
+    resumed_model = _model(123)
+    resumed = _fit(resumed_model, config)
+    assert resumed.resumed_from_epoch == saved[0]
+    assert same_weights(resumed_model, uninterrupted)
+
+
+def test_checkpoint_every_must_be_a_number_of_seconds() -> None:
+    with pytest.raises(trainer.ConfigError, match="checkpoint_every"):
+        _config(None, checkpoint_every=-1)
