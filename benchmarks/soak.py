@@ -156,6 +156,7 @@ class Soak:
         return self.spawn([
             "start", "--study", str(SLEEP_STUDY), "--name", STUDY, "--trials", str(a.trials), "--workers", "0",
             "--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--max-retries", str(a.max_retries),
+            "--checkpoint-every", "0",  # every epoch: the trials are a second long, and resuming is under test
             "--pruner", "none", "--no-retrain", "--quiet", "--study-option", f"epochs={a.epochs}",
             "--study-option", f"epoch_seconds={a.epoch_seconds}", "--seed", str(a.seed), *self.where,
         ], "start.log")  # fmt: skip

@@ -39,6 +39,9 @@ _settings_options = stack(
     option("--grace-period", type=int, default=_defaults.grace_period,
            help="Seconds without a heartbeat before a trial counts as dead."),
     stall_timeout_option(_defaults.stall_timeout),
+    option("--checkpoint-every", type=int, default=_defaults.checkpoint_every, metavar="SECONDS",
+           help="Seconds of training a killed trial may lose (or one epoch, when epochs are longer): trials "
+                "are checkpointed that often, not after every short epoch; 0 checkpoints every epoch."),
 )  # fmt: skip
 """The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
 

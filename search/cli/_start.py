@@ -88,6 +88,8 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         raise SearchError(
             f"--stall-timeout must be a positive whole number of seconds or off, got {settings.stall_timeout}"
         )
+    if settings.checkpoint_every < 0:
+        raise SearchError(f"--checkpoint-every must be >= 0 seconds (0: every epoch), got {settings.checkpoint_every}")
     validate(settings.sampler, settings.pruner)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing

@@ -144,6 +144,7 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         checkpoint_dir=ckpt_dir,
         resume=True,
         keep_last=2,  # two, so a damaged newest one has a fallback
+        checkpoint_every=ctx.record.settings.checkpoint_every,  # ranks of a group follow rank 0's decisions
     )
     if ctx.gang is not None:
         config = config.replace(sharding=group_sharding())

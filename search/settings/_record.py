@@ -34,6 +34,10 @@ class SearchSettings:
     """Seconds a running trial may go without finishing a training step or a validation batch (from
     its start, so a data loader that hangs before the first step counts) before its worker fails it
     as stalled, queues its retry and exits (``search.execution._watchdog``); 0: never."""
+    checkpoint_every: int = 30
+    """Seconds of training a killed trial may lose (one epoch, if epochs are longer): a trial is
+    checkpointed when its next epoch would end more than this after its last checkpoint, not after
+    every epoch (``TrainConfig.checkpoint_every``); 0: after every epoch."""
 
 
 def parse_stall_timeout(value: object) -> int | None:

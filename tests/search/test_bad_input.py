@@ -31,6 +31,10 @@ def _assert_one_line_error(proc, fragment: str) -> None:
         (["--trials", "5", "--stall-timeout", "0"], "--stall-timeout must be a positive whole number of seconds or"),
         (["--trials", "5", "--stall-timeout", "-60"], "--stall-timeout must be a positive whole number of seconds"),
         (["--trials", "5", "--stall-timeout", "soon"], "--stall-timeout must be a positive whole number of seconds"),
+        (
+            ["--trials", "5", "--checkpoint-every", "-1"],
+            "--checkpoint-every must be >= 0 seconds (0: every epoch), got -1",
+        ),
     ],
 )
 def test_bad_start_flags(cli, tmp_path, args, fragment):

@@ -224,7 +224,8 @@ def test_losing_a_node_mid_trial_retries_the_trial_and_frees_the_other(pg_url, t
     env = _env(pg_url, project=tmp_path / "project")
     start_log = tmp_path / "start.log"
     start = _search("start", "--study", SLEEP_STUDY, "--trials", "3", "--workers", "0", "--no-retrain",
-                    "--pruner", "none", "--heartbeat-interval", "1", "--grace-period", "5", "--study-option",
+                    "--pruner", "none", "--heartbeat-interval", "1", "--grace-period", "5", "--checkpoint-every", "0",
+                    "--study-option",
                     "epochs=6", "--study-option", "epoch_seconds=1", env=env, cwd=tmp_path, log=start_log)  # fmt: skip
     _wait_created(start_log, start)
     endpoint = f"127.0.0.1:{_free_port()}"

@@ -32,7 +32,17 @@ SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 FAULTY_STUDY = Path(__file__).parent / "data" / "faulty_study.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 GRACE_S = 3
-FAST = ["--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--pruner", "none", "--no-retrain"]
+FAST = [
+    "--heartbeat-interval",
+    "1",
+    "--grace-period",
+    str(GRACE_S),
+    "--pruner",
+    "none",
+    "--no-retrain",
+    "--checkpoint-every",
+    "0",
+]  # every epoch: these trials are seconds long, and they test resuming
 
 
 # -- running `search` in the background --------------------------------------------------------

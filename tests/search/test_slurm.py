@@ -108,7 +108,7 @@ def _trials(url: str) -> list:
 def test_an_array_of_workers_spends_the_budget_and_a_cancelled_task_resumes_elsewhere(slurm_env, pg_url, tmp_path):
     env = {**{k: v for k, v in slurm_env.items() if not k.startswith("SEARCH_")}, "OMP_NUM_THREADS": "1"}
     where = ["--storage", pg_url, "--project-dir", str(tmp_path / "project")]
-    options = ["--study-option", "epochs=6", "--study-option", "epoch_seconds=1.0"]
+    options = ["--study-option", "epochs=6", "--study-option", "epoch_seconds=1.0", "--checkpoint-every", "0"]
     search = [sys.executable, "-m", "search"]
     start = subprocess.Popen([*search, "start", "--study", SLEEP_STUDY, "--trials", "6", "--workers", "0", "--pruner",
                               "none", *options, *where], cwd=tmp_path, env=env, text=True,
