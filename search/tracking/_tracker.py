@@ -22,6 +22,9 @@ STATE_TAG = "hpsearch.state"
 
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit for one log_batch
+MAX_METRICS_PER_BATCH = 900  # MLflow's is 1000 entities a batch: room for the params and tags
+SEND_EVERY_S = 5.0
+"""A run's epochs are sent together at most this often (the first at once, the rest at the end)."""
 
 
 def _clean(value: Any) -> str:
@@ -136,9 +139,12 @@ class Tracker:
 class RunLogger:
     """One run's metrics, params and end, written in order without holding up training.
 
-    A :class:`trainer.MetricsSink`: each epoch's metrics become one ``log_batch``. Writes go to a
-    background thread (one per tracker, so a run's writes keep their order) and overlap the next
-    epoch; params wait for the next batch instead of costing a round trip of their own.
+    A :class:`trainer.MetricsSink`: the metrics of the epochs of ``SEND_EVERY_S`` seconds become one
+    ``log_batch`` (the first epoch's at once, so a new run shows its params and first values; the
+    rest when that interval has passed, and at :meth:`flush` and :meth:`finish`): a study of short
+    epochs costs its tracking server one request every few seconds per trial, not one an epoch.
+    Writes go to a background thread (one per tracker, so a run's writes keep their order) and
+    overlap training; params wait for the next batch instead of costing a round trip of their own.
     :meth:`finish` and :meth:`flush` wait for every write, and raise the first that failed.
     """
 
@@ -147,34 +153,42 @@ class RunLogger:
         self.run_id = run_id
         self._writer = writer
         self._pending: list[Any] = []
+        self._metrics: list[Any] = []
+        self._sent_at = -SEND_EVERY_S
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Sent with the next batch."""
         self._pending.extend(_params(params))
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        self._send(_metrics(metrics, step), [])
+        self._metrics.extend(_metrics(metrics, step))
+        if time.monotonic() - self._sent_at >= SEND_EVERY_S:
+            self._send([])
 
     def finish(self, tags: Mapping[str, Any], status: str) -> None:
         """Set the final tags, end the run, and wait until MLflow has all of it."""
         from mlflow.entities import RunTag
 
-        self._send([], [RunTag(str(k), _clean(v)) for k, v in tags.items()])
+        self._send([RunTag(str(k), _clean(v)) for k, v in tags.items()])
         self._writer.submit(self.client.set_terminated, self.run_id, status=status)
         self.flush()
 
     def flush(self) -> None:
-        """Wait for this tracker's queued writes; raise the first that failed since the last flush."""
-        if self._pending:
-            self._send([], [])
+        """Send what is held back; wait for this tracker's queued writes; raise the first that failed."""
+        if self._pending or self._metrics:
+            self._send([])
         self._writer.flush()
 
-    def _send(self, metrics: list[Any], tags: list[Any]) -> None:
-        """One batch with the pending params; params beyond one batch's limit go in batches of their own."""
+    def _send(self, tags: list[Any]) -> None:
+        """The held metrics with the pending params; beyond one batch's limits, batches of their own."""
+        self._sent_at = time.monotonic()
         while len(self._pending) > MAX_PARAMS_PER_BATCH:
             self._writer.submit(self.client.log_batch, self.run_id, params=self._pending[:MAX_PARAMS_PER_BATCH])
             self._pending = self._pending[MAX_PARAMS_PER_BATCH:]
-        params, self._pending = self._pending, []
+        while len(self._metrics) > MAX_METRICS_PER_BATCH:
+            self._writer.submit(self.client.log_batch, self.run_id, metrics=self._metrics[:MAX_METRICS_PER_BATCH])
+            self._metrics = self._metrics[MAX_METRICS_PER_BATCH:]
+        (params, self._pending), (metrics, self._metrics) = (self._pending, []), (self._metrics, [])
         self._writer.submit(self.client.log_batch, self.run_id, metrics=metrics, params=params, tags=tags)
 
 

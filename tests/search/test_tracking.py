@@ -35,6 +35,32 @@ def test_params_metrics_tags_and_end_all_land_in_order(tracker: Tracker) -> None
     assert "epoch" not in got.data.metrics
 
 
+def test_short_epochs_go_in_one_batch_per_interval_and_all_land(tracker: Tracker, monkeypatch) -> None:
+    """The first epoch is sent at once (its params with it), the next ones when the interval has
+    passed or the run ends; 1,200 epochs of two metrics exceed MLflow's limit of one batch."""
+    run = _child(tracker)
+    batches: list[int] = []
+    log_batch = run.client.log_batch
+
+    def counting(run_id, metrics=(), params=(), tags=()):
+        batches.append(len(metrics))
+        return log_batch(run_id, metrics=metrics, params=params, tags=tags)
+
+    monkeypatch.setattr(run, "client", type("Client", (), {"log_batch": staticmethod(counting),
+                                                           "set_terminated": run.client.set_terminated}))  # fmt: skip
+    run.log_params({"lr": 0.1})
+    for epoch in range(1, 1201):
+        run.log({"val_loss": 1.0 / epoch, "train_loss": 2.0 / epoch}, step=epoch)
+    run.flush()
+    assert batches[0] == 2  # the first epoch, at once
+    assert len(batches) <= 1 + 3 + 1  # then by interval (well under 5 s here), in chunks MLflow accepts
+    assert max(batches) <= 1000
+    run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    history = tracker.client.get_metric_history(run.run_id, "val_loss")
+    assert sorted(m.step for m in history) == list(range(1, 1201))
+    assert tracker.client.get_run(run.run_id).data.params == {"lr": "0.1"}
+
+
 def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None:
     run = _child(tracker)
     run.log_params({"lr": 0.1})
