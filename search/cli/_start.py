@@ -24,6 +24,7 @@ from search.execution import (
     default_workers,
     parse_gpus,
     reaping,
+    release_workers,
     report_worker_codes,
     spawn_worker,
     spawn_workers,
@@ -186,21 +187,31 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     """The whole search: prepare, create or resume, run workers and follow them, then the summary."""
     loc = locations(kwargs, create=False)
     check_reachable(loc)
-    opts, changes = resume_options(opts, loc)
-    prepared = prepare(opts)
-    storage.ensure_project_dir(loc.project_dir)
-    coordinator, created = create_or_resume(loc, prepared, opts.trials)
-    print_start_header(coordinator, loc, created, quiet=opts.quiet)
-    for line in changes:  # never silent; with --quiet a warning on stderr
-        (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers
+    # The workers start now and import torch and MLflow (seconds) while the input is checked and
+    # the study and its MLflow run are created or updated; they join once that is done, or exit
+    # if the command fails.
+    name = _name_without_loading(opts)
+    procs = spawn_workers(loc, name, workers, gpus, debug, early=True) if workers > 0 and name else []
+    try:
+        opts, changes = resume_options(opts, loc)
+        prepared = prepare(opts)
+        storage.ensure_project_dir(loc.project_dir)
+        coordinator, created = create_or_resume(loc, prepared, opts.trials)
+    except BaseException:
+        release_workers(procs, go=False)
+        raise
+    release_workers(procs, go=True)
+    print_start_header(coordinator, loc, created, quiet=opts.quiet)
+    for line in changes:  # never silent; with --quiet a warning on stderr
+        (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
     follower = make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
-            procs = spawn_workers(loc, prepared.name, workers, gpus, debug)
+            procs = procs or spawn_workers(loc, prepared.name, workers, gpus, debug)
             # A worker that failed a stalled trial exits (its thread is hung): a fresh one takes its place.
             codes = wait_for_workers(procs, follow, lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug))
             if not _budget_spent(coordinator):
@@ -213,6 +224,11 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
         return 130
     follower.close()
     return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
+
+
+def _name_without_loading(opts: StartOptions) -> str | None:
+    """The study's name when it is known without importing the study (a built-in's is its name)."""
+    return opts.name or (None if opts.study.endswith(".py") else opts.study)
 
 
 def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0) -> None:

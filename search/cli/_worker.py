@@ -12,9 +12,11 @@ from search.cli._open import locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR, retrying
 from search.exceptions import SearchError
 from search.execution import (
+    ENV_EARLY,
     ENV_SHARDING,
     ENV_STALL_TIMEOUT,
     Nodes,
+    await_release,
     connect,
     default_worker_id,
     interrupt_running,
@@ -45,6 +47,8 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     nnodes, endpoint, rdzv_id = kwargs.pop("nnodes"), kwargs.pop("rdzv_endpoint"), kwargs.pop("rdzv_id")
     if kwargs.pop("rank_of_group"):
         return _run_rank(kwargs, index)
+    if os.environ.get(ENV_EARLY) and not await_release():
+        return 0  # `search start` could not create the study; it says why
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
     nodes = _nodes(nnodes, endpoint, rdzv_id)

@@ -4,10 +4,13 @@ from search.execution._context import ENV_SHARDING, TrialOutcome, WorkerContext
 from search.execution._finish import fail_reason
 from search.execution._gang import Nodes, launch, run_rank
 from search.execution._local import (
+    ENV_EARLY,
+    await_release,
     check_some_worker_succeeded,
     default_workers,
     parse_gpus,
     reaping,
+    release_workers,
     report_worker_codes,
     spawn_worker,
     spawn_workers,
@@ -57,6 +60,9 @@ __all__ = [
     "run_worker",
     "search_subset",
     "spawn_worker",
+    "ENV_EARLY",
+    "await_release",
+    "release_workers",
     "spawn_workers",
     "submit_array",
     "visible_gpus",

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,24 +69,99 @@ def _device_list(value: str) -> list[str]:
     return devices
 
 
-def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
-    """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``."""
-    return [spawn_worker(loc, name, index, count, gpus, debug) for index in range(count)]
+ENV_EARLY = "HPSEARCH_EARLY_WORKER"
+"""Set, to a temporary log file, for a worker started before its study exists (and before the
+command's input is checked, which must create nothing): it imports what training needs, then waits
+for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins) or
+anything else, or EOF (it exits without joining)."""
+_EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
+"""pid of an early worker -> (its temporary log, its log in the project)."""
+
+
+def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool,
+                  early: bool = False) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+    """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``.
+
+    ``early`` workers start while the command's input is checked and the study created, and pay
+    their start-up (importing torch, MLflow, Accelerate: seconds) meanwhile; :func:`release_workers`
+    lets them join or sends them away.
+    """
+    return [spawn_worker(loc, name, index, count, gpus, debug, early) for index in range(count)]
+
+
+def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
+    """Tell early workers that the study is ready (``go``), or that they are not needed (they exit)."""
+    for proc in procs:
+        temp, log_path = _EARLY_LOGS.pop(proc.pid, (None, None))
+        if proc.stdin is None or log_path is None:
+            continue
+        if go:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            proc.stdin.write(f"go {log_path}\n".encode() if go else b"stop\n")
+            proc.stdin.close()
+        except OSError:  # it died already; the caller sees its exit code
+            pass
+        if not go:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            assert temp is not None
+            temp.unlink(missing_ok=True)
 
 
 def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str],
-                 debug: bool) -> subprocess.Popen[bytes]:  # fmt: skip
+                 debug: bool, early: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
     """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
     logs = loc.project_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    if not early:
+        logs.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // max(1, count)) if not gpus else 4
     env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": str(threads)}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
     cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
            "--name", name, "--worker-index", str(index)]  # fmt: skip
-    with open(logs / f"worker-{index}.log", "ab") as out:
-        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    log_path = logs / f"worker-{index}.log"
+    if early:
+        fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
+        os.close(fd)
+        env[ENV_EARLY] = temp
+        log_path = Path(temp)
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.PIPE if early else None)  # fmt: skip
+    if early:
+        _EARLY_LOGS[proc.pid] = (log_path, logs / f"worker-{index}.log")
+    return proc
+
+
+def await_release() -> bool:
+    """In an early worker: import what a trial needs while ``search start`` checks its input and
+    creates the study, then wait for its word. True: join the study (output now goes to the
+    project's log, after what was written so far); False: exit."""
+    temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
+    try:
+        import accelerate  # noqa: F401
+        import mlflow  # noqa: F401
+        import optuna  # noqa: F401
+        import torch._dynamo  # noqa: F401  (what the first optimizer imports)
+
+        word, _, where = sys.stdin.readline().strip().partition(" ")
+        if word != "go" or not where:
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with open(where, "ab") as log:
+            log.write(temp.read_bytes())
+            log.flush()
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        return True
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,

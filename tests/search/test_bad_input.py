@@ -43,6 +43,24 @@ def test_bad_start_flags(cli, tmp_path, args, fragment):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_workers_started_early_leave_nothing_when_the_input_is_bad(cli, tmp_path):
+    """`search start` starts its workers before it checks the input (they import torch meanwhile):
+    on bad input they exit without a trace, no process left, no temporary log."""
+    import psutil
+
+    work, temp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    temp.mkdir()
+    before = {p.pid for p in psutil.process_iter()}
+    proc = cli("start", "--study", "resmlp", "--trials", "5", "--workers", "2", "--pruner", "median:startup=x",
+               cwd=work, env={"TMPDIR": str(temp)})  # fmt: skip
+    _assert_one_line_error(proc, "bad value 'x' for pruner option median:startup")
+    assert list(work.iterdir()) == [] and list(temp.glob("hpsearch-*")) == []  # (torch keeps a cache dir there)
+    workers = [p for p in psutil.process_iter(["cmdline"]) if p.pid not in before
+               and "worker" in (p.info["cmdline"] or []) and "search" in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    assert workers == []
+
+
 def test_unknown_study_lists_the_choices(cli, tmp_path):
     proc = cli("start", "--study", "resnmlp", "--trials", "5", cwd=tmp_path)
     _assert_one_line_error(proc, "unknown study 'resnmlp'; choose from resmlp, resnet, tinylm")
