@@ -69,8 +69,8 @@ class PreparedStudy:
     name: str
 
 
-def prepare(opts: StartOptions) -> PreparedStudy:
-    """Validate everything that can be validated before anything is created."""
+def check_flags(opts: StartOptions) -> None:
+    """The checks that need neither the study nor its data: before any process is started."""
     settings = opts.settings
     if opts.trials <= 0:
         raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
@@ -94,6 +94,12 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     validate(settings.sampler, settings.pruner)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
+
+
+def prepare(opts: StartOptions) -> PreparedStudy:
+    """Validate everything that can be validated before anything is created."""
+    check_flags(opts)
+    settings = opts.settings
     ref = study_ref(opts.study)
     study = load_study(ref, opts.study_options, opts.narrow)
     validate(settings.sampler, settings.pruner, study.search_fidelity.epochs)
@@ -187,6 +193,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     """The whole search: prepare, create or resume, run workers and follow them, then the summary."""
     loc = locations(kwargs, create=False)
     check_reachable(loc)
+    check_flags(opts)
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers

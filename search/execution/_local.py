@@ -72,8 +72,8 @@ def _device_list(value: str) -> list[str]:
 ENV_EARLY = "HPSEARCH_EARLY_WORKER"
 """Set, to a temporary log file, for a worker started before its study exists (and before the
 command's input is checked, which must create nothing): it imports what training needs, then waits
-for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins) or
-anything else, or EOF (it exits without joining)."""
+for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins);
+anything else or EOF (the command died) ends it without joining. A failed command terminates it."""
 _EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
 """pid of an early worker -> (its temporary log, its log in the project)."""
 
@@ -90,26 +90,29 @@ def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug:
 
 
 def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
-    """Tell early workers that the study is ready (``go``), or that they are not needed (they exit)."""
+    """Tell early workers that the study is ready (``go``), or end them (the command failed)."""
     for proc in procs:
         temp, log_path = _EARLY_LOGS.pop(proc.pid, (None, None))
         if proc.stdin is None or log_path is None:
             continue
         if go:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            proc.stdin.write(f"go {log_path}\n".encode() if go else b"stop\n")
-            proc.stdin.close()
-        except OSError:  # it died already; the caller sees its exit code
-            pass
-        if not go:
             try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            assert temp is not None
-            temp.unlink(missing_ok=True)
+                proc.stdin.write(f"go {log_path}\n".encode())
+                proc.stdin.close()
+            except OSError:  # it died already; the caller sees its exit code
+                pass
+            continue
+        proc.terminate()  # it holds nothing yet: no study, no run, no file but its temporary log
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
+        assert temp is not None
+        temp.unlink(missing_ok=True)
 
 
 def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str],
