@@ -92,9 +92,10 @@ def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug:
 def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
     """Tell early workers that the study is ready (``go``), or end them (the command failed)."""
     for proc in procs:
-        temp, log_path = _EARLY_LOGS.pop(proc.pid, (None, None))
-        if proc.stdin is None or log_path is None:
+        early = _EARLY_LOGS.pop(proc.pid, None)
+        if early is None or proc.stdin is None:
             continue
+        temp, log_path = early
         if go:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -109,9 +110,7 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
-        assert temp is not None
+        proc.stdin.close()
         temp.unlink(missing_ok=True)
 
 

@@ -40,7 +40,7 @@ def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable
         from optuna.pruners._percentile import _is_first_in_interval_step
 
         warmup, interval = pruner._n_warmup_steps, pruner._interval_steps
-        return step >= warmup and _is_first_in_interval_step(step, set(steps), warmup, interval)  # type: ignore[arg-type]
+        return step >= warmup and _is_first_in_interval_step(step, steps, warmup, interval)  # type: ignore[arg-type]
     rungs = _rungs(pruner)
     if rungs is None:
         return True
