@@ -2,7 +2,8 @@
 
 The only package that builds database URLs, engines and MLflow tracking URIs. Embedded
 defaults (SQLite files under a project directory) need no server; PostgreSQL URLs are pooled
-with pre-ping and TCP keepalive. Passwords never appear in what this package returns as text.
+with TCP keepalive and a ping for connections that sat idle. Passwords never appear in what
+this package returns as text.
 """
 
 from storage._claim import create_running_trial, pop_waiting_trial
@@ -24,9 +25,11 @@ from storage._optuna import (
     explain_db_error,
     has_optuna_tables,
     open_optuna_storage,
+    set_trial_params,
     set_user_attrs,
 )
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._trials import StudyTrials
 from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",
+    "StudyTrials",
     "TRACKING_MAX_OVERFLOW",
     "TRACKING_POOL_SIZE",
     "TrialCounts",
@@ -62,6 +66,7 @@ __all__ = [
     "resolve_tracking",
     "retried_trial_numbers",
     "retries_of",
+    "set_trial_params",
     "set_user_attrs",
     "sqlite_path",
     "sqlite_url",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import sqlalchemy
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DisconnectionError
 
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
@@ -22,15 +24,24 @@ CONNECT_TIMEOUT_S = 10
 # a NAT or firewall. Used by Optuna's engine and added to PostgreSQL tracking URLs for MLflow's.
 TCP_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
 SQLITE_BUSY_TIMEOUT_S = 60
+# A pooled PostgreSQL connection is pinged before use only when it sat idle this long. SQLAlchemy's
+# pool_pre_ping pings at every checkout, and psycopg2's ping (SELECT 1 in autocommit, then resetting
+# the session) is two server transactions and two round trips each time: most of a short trial's
+# transactions. A connection used moments ago is as good as a ping; if the server went away since,
+# the first statement fails as a disconnect, the pool is emptied and the caller's outage retry
+# (search.coordination.retrying) runs the operation again on a fresh connection.
+PING_AFTER_IDLE_S = 5.0
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:
-    """Engine options for ``url``: pre-ping and TCP keepalive for PostgreSQL, a busy timeout for SQLite."""
+    """Engine options for ``url``: pooling and TCP keepalive for PostgreSQL, a busy timeout for SQLite."""
     if is_postgres(url):
         return {
             "pool_size": POOL_SIZE,
             "max_overflow": MAX_OVERFLOW,
-            "pool_pre_ping": True,
+            "pool_pre_ping": False,  # ping_when_idle instead
+            # The connection used last is handed out first: the others idle out and get pinged.
+            "pool_use_lifo": True,
             # Recycle before typical server/proxy idle limits; a long epoch may idle a connection.
             "pool_recycle": 1800,
             # The claim counts trials under the study lock and must see every commit before it: a
@@ -49,7 +60,34 @@ def create_engine(url: str) -> Engine:
     engine = sqlalchemy.create_engine(url, **engine_kwargs(url))
     if is_sqlite(url):
         tune_sqlite_connections()
+    if is_postgres(url):
+        ping_when_idle(engine)
     return engine
+
+
+def ping_when_idle(engine: Engine) -> None:
+    """Ping a pooled connection at checkout when it sat idle :data:`PING_AFTER_IDLE_S` or more.
+
+    A dead one is replaced before use, as with ``pool_pre_ping``: raising ``DisconnectionError``
+    from a checkout listener makes the pool discard the connection and hand out another.
+    """
+
+    def on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    def on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop("idle_since", None)  # a new connection has none: nothing to check
+        if since is None or time.monotonic() - since < PING_AFTER_IDLE_S:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # noqa: BLE001 - any failure means this connection is unusable
+            raise DisconnectionError(f"connection idle {time.monotonic() - since:.0f} s failed its ping") from exc
+        if not alive:
+            raise DisconnectionError("connection failed its ping")
+
+    event.listen(engine, "checkin", on_checkin)
+    event.listen(engine, "checkout", on_checkout)
 
 
 _TUNED = False

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from storage._engine import CONNECT_TIMEOUT_S, create_engine, engine_kwargs, tune_sqlite_connections
+from storage._engine import CONNECT_TIMEOUT_S, create_engine, engine_kwargs, ping_when_idle, tune_sqlite_connections
 from storage._errors import StorageError
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
+    from optuna.distributions import BaseDistribution
     from optuna.storages import RDBStorage
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def open_optuna_storage(
     grace_period: int | None = None,
     stale_trial_callback: Callable[..., None] | None = None,
 ) -> RDBStorage:
-    """An Optuna ``RDBStorage`` for ``url`` with pooled, pre-pinged, keepalive connections."""
+    """An Optuna ``RDBStorage`` for ``url`` with pooled keepalive connections, pinged after idling."""
     from optuna.storages import RDBStorage
 
     url = normalize_db_url(url)
@@ -100,7 +101,25 @@ def open_optuna_storage(
         storage = RDBStorage(url, **kwargs)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
+    if is_postgres(url):
+        ping_when_idle(storage.engine)
     return storage
+
+
+def set_trial_params(storage: RDBStorage, trial_id: int, params: Sequence[tuple[str, float, BaseDistribution]]) -> None:
+    """Store several params of a trial (name, internal value, distribution) in one transaction.
+
+    Optuna commits each suggested param alone; a trial's params are all chosen before it trains,
+    so they are written together: the same checks (the trial is running, each distribution agrees
+    with the study's earlier ones), all or none stored.
+    """
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    if not params:
+        return
+    with _create_scoped_session(storage.scoped_session, True) as session:
+        for name, value, distribution in params:
+            storage._set_trial_param_without_commit(session, trial_id, name, value, distribution)
 
 
 def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any]) -> None:

@@ -45,9 +45,15 @@ class WorkerContext:
     tensorboard_dir: Path | None = None
     """Where each trial also writes TensorBoard event files (``<dir>/<study>/trial-<n>``)."""
 
+    pruner_trials: Any = None
+    """The study's trials as this worker's pruner last read them (``storage.StudyTrials``)."""
+
     def __post_init__(self) -> None:
+        import storage
+
         # Dead trials this worker reaps get their MLflow run ended as well.
         self.coordinator.on_reaped = self.tracker.end_dead_run
+        self.pruner_trials = storage.StudyTrials(self.coordinator.storage, self.optuna_study._study_id)
 
 
 @dataclass(frozen=True)

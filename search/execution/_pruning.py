@@ -2,39 +2,83 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import copy
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
+import storage as st
 from search.coordination import retrying
 from search.settings import may_prune_at
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial, TrialState
+
+
+class _StudyAsSeen:
+    """The Optuna study as the pruner reads it: its trials from the worker's copy (``StudyTrials``),
+    its directions read once. Everything else is the study itself."""
+
+    def __init__(self, study: optuna.Study, trials: list[FrozenTrial], directions: list[Any]) -> None:
+        self._study = study
+        self._trials = trials
+        self.directions = directions
+        self.direction = directions[0]
+
+    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        kept = [t for t in self._trials if states is None or t.state in states]
+        return copy.deepcopy(kept) if deepcopy else kept
+
+    def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
+                    use_cache: bool = False) -> list[FrozenTrial]:  # fmt: skip
+        return self.get_trials(deepcopy, states)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self.get_trials()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
 
 
 class PruningHook:
     """Reports the study metric every epoch; asks the pruner only at the epochs where it can decide.
 
     ``asked`` counts the pruner's answers: the epochs skipped are those where it could not have
-    said anything else than "go on" (``search/settings/_prune_points.py``).
+    said anything else than "go on" (``search/settings/_prune_points.py``). An epoch whose pruner
+    is asked is stored, and the study's changes since the last ask are read, in one transaction
+    (``storage.StudyTrials``, shared by a worker's trials: finished trials are read once).
     """
 
-    def __init__(self, trial: optuna.trial.Trial, metric: str) -> None:
+    def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None) -> None:
         self.trial = trial
         self.metric = metric
         self.pruned_epoch: int | None = None
         self.asked = 0
         self._last_asked: int | None = None
+        storage = trial.study._storage  # workers' studies are in an RDBStorage
+        self._trials = trials or st.StudyTrials(storage, trial.study._study_id)  # type: ignore[arg-type]
+        self._directions: list[Any] | None = None
 
     def __call__(self, epoch: int, metrics: Mapping[str, float]) -> bool:
         value = float(metrics[self.metric])
+        trial, study = self.trial, self.trial.study
+        reported = trial._cached_frozen_trial.intermediate_values
 
         def report() -> bool:  # each step is safe to repeat after a lost connection
-            self.trial.report(value, step=epoch)  # also the live view's "current epoch"
-            steps = self.trial._cached_frozen_trial.intermediate_values
-            if not may_prune_at(self.trial.study.pruner, epoch, self._last_asked, steps):
+            new = epoch not in reported  # as Optuna's report: a step already reported keeps its value
+            ask = may_prune_at(study.pruner, epoch, self._last_asked, {*reported, epoch})
+            if new or ask:
+                self._trials.report(trial._trial_id, epoch, value if new else None, refresh=ask)
+            if new:
+                reported[epoch] = value  # also the live view's "current epoch"
+            if not ask:
                 return False
-            prune = self.trial.should_prune()
+            if self._directions is None:
+                self._directions = study.directions
+            seen = _StudyAsSeen(study, self._trials.trials, self._directions)
+            current = copy.copy(self._trials.get(trial._trial_id))  # as read with the others, rungs and all
+            prune = study.pruner.prune(seen, current)  # type: ignore[arg-type]  # a study, as pruners read it
             self._last_asked, self.asked = epoch, self.asked + 1
             return prune
 

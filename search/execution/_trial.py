@@ -151,7 +151,7 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")
         ctx.gang.send_params(trial.number, params, ckpt_dir)
     run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
-    hook = PruningHook(trial, ctx.record.metric)
+    hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials)
     sink: Any = run
     if board is not None:
         board.hparams = params_dict(params)

@@ -95,6 +95,25 @@ class RetryAwareHyperband(HyperbandPruner):
                 return bracket_id
         raise AssertionError("unreachable: the allocation budgets sum to the total")
 
+    def _create_bracket_study(self, study: optuna.Study, bracket_id: int) -> optuna.Study:
+        # Optuna's bracket study opens the study again from its storage and reads every trial
+        # from there: two transactions per decision, and the worker's copy of the trials unused.
+        return _BracketView(study, self, bracket_id)  # type: ignore[return-value]
+
+
+class _BracketView:
+    """One Hyperband bracket of a study: the trials the pruner places in it, read from ``study``."""
+
+    def __init__(self, study: optuna.Study, pruner: RetryAwareHyperband, bracket_id: int) -> None:
+        self._study, self._pruner, self._bracket_id = study, pruner, bracket_id
+
+    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
+        return [t for t in trials if self._pruner._get_bracket_id(self, t) == self._bracket_id]  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
 
 def spearman(pairs: list[tuple[float, float]]) -> float:
     """Spearman rank correlation of ``(x, y)`` pairs (ranks by order, no tie correction)."""

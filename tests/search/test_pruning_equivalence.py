@@ -19,6 +19,7 @@ import pytest
 from search.coordination import Coordinator, RetryDeadTrial
 from search.execution._pruning import PruningHook
 from search.settings import SearchSettings, StudyRecord, make_pruner
+from storage import StudyTrials
 
 EPOCHS = 9
 TRIALS = 40
@@ -81,9 +82,10 @@ def _tell(study: optuna.Study, trial: Any, pruned: int | None, curve: list[float
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
 
-def _run_hook(trial: Any, curve: list[float], start: int, stop_after: int | None, asked: list[int]) -> int | None:
+def _run_hook(trial: Any, curve: list[float], start: int, stop_after: int | None, asked: list[int],
+              trials: StudyTrials) -> int | None:  # fmt: skip
     """What a worker does: every epoch through the pruning hook, which decides when to ask."""
-    hook = PruningHook(trial, "val_loss")
+    hook = PruningHook(trial, "val_loss", trials)
     try:
         for epoch in range(start, EPOCHS + 1):
             if hook(epoch, {"val_loss": curve[epoch - 1]}):
@@ -95,13 +97,14 @@ def _run_hook(trial: Any, curve: list[float], start: int, stop_after: int | None
         asked.append(hook.asked)
 
 
-def _ours(spec: str, xs: list[float], tmp_path: Any, asked: list[int]) -> dict[int, int | None]:
+def _ours(spec: str, xs: list[float], tmp_path: Any, asked: list[int], fetched: list[int]) -> dict[int, int | None]:
     record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
                          settings=SearchSettings(sampler="random", pruner=spec, max_retries=3))  # fmt: skip
     coordinator = Coordinator(f"sqlite:///{tmp_path}/{spec.replace(':', '_')}.db", NAME)
     study, _ = coordinator.create_or_resume(record, len(xs))
     assert isinstance(study.pruner, type(make_pruner(spec, EPOCHS)))
     decisions: dict[int, int | None] = {}
+    trials = StudyTrials(coordinator.storage, study._study_id)  # one worker's copy, kept across its trials
     ordinal: dict[int, int] = {}  # first attempt's trial number -> logical trial (0, 1, 2, ...)
     pending = list(range(len(xs)))
     while pending:
@@ -115,13 +118,14 @@ def _ours(spec: str, xs: list[float], tmp_path: Any, asked: list[int]) -> dict[i
             study._storage.set_trial_param(trial._trial_id, "x", x, optuna.distributions.FloatDistribution(0, 1))
         start = max(frozen.intermediate_values, default=0) + 1  # a retry resumes after its values
         dies = DEATHS.get(logical) if first else None
-        outcome = _run_hook(trial, _curve(x), start, dies, asked)
+        outcome = _run_hook(trial, _curve(x), start, dies, asked, trials)
         if outcome == -1:
             _die(coordinator, study, trial._trial_id)
             continue
         decisions[logical] = outcome
         _tell(study, trial, outcome, _curve(x))
         pending.remove(logical)
+    fetched.append(trials.fetched)
     return decisions
 
 
@@ -141,7 +145,12 @@ def test_decisions_match_a_single_process_that_never_lost_a_worker(name, seed, t
     xs = [rng.random() for _ in range(TRIALS)]
     expected = _reference(plain() if plain else make_pruner(spec, EPOCHS), xs)
     asked: list[int] = []
-    assert _ours(spec, xs, tmp_path, asked) == expected
+    fetched: list[int] = []
+    assert _ours(spec, xs, tmp_path, asked, fetched) == expected
+    attempts = TRIALS + len(DEATHS)
+    # Each ask reads the asking trial, and each attempt is read once more at most once finished:
+    # not the whole study at every ask.
+    assert fetched[0] <= sum(asked) + attempts, (fetched, sum(asked))
     if name != "none":
         assert any(e is not None for e in expected.values()), "the curves must make the pruner prune"
     reported = sum(EPOCHS if e is None else e for e in expected.values())

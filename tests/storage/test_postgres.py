@@ -140,3 +140,36 @@ def test_a_database_whose_default_isolation_is_repeatable_read_still_claims_exac
         "--study-option", "epoch_seconds=0", "--storage", pg_url, cwd=tmp_path, check=True)  # fmt: skip
     study = optuna.load_study(study_name="sleep", storage=pg_url)
     assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 8 and len(study.trials) == 8
+
+
+def test_a_pooled_connection_is_pinged_only_after_idling_and_replaced_when_dead(pg_server, pg_url, monkeypatch):
+    """Back-to-back checkouts reuse the connection without a ping (psycopg2's costs two server
+    transactions); one idle past the bound is pinged, and one the server dropped meanwhile is
+    replaced before the caller sees it."""
+    import sqlalchemy
+
+    from storage import _engine
+
+    monkeypatch.setattr(_engine, "PING_AFTER_IDLE_S", 0.3)
+    engine = storage.create_engine(pg_url)
+    pings = []
+    ping = engine.dialect.do_ping
+    monkeypatch.setattr(engine.dialect, "do_ping", lambda conn: pings.append(1) or ping(conn))
+    pids = set()
+    for _ in range(20):
+        with engine.connect() as conn:
+            pids.add(conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one())
+    assert len(pids) == 1 and pings == []
+    time.sleep(0.5)
+    with engine.connect() as conn:
+        assert conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one() in pids
+    assert pings == [1]
+
+    admin = sqlalchemy.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(:p)"), {"p": pids.pop()})
+    admin.dispose()
+    time.sleep(0.5)
+    with engine.connect() as conn:  # no error: the dead connection failed its ping and was replaced
+        assert conn.execute(sqlalchemy.text("SELECT 1")).scalar_one() == 1
+    engine.dispose()
