@@ -45,6 +45,14 @@ class Coordinator:
         self.storage: RDBStorage = st.open_optuna_storage(url)
         self.on_reaped: Callable[[FrozenTrial], None] | None = None
         """Called with each dead trial this process fails (a worker ends its MLflow run)."""
+        self._study_id: int | None = None
+
+    def study_id(self) -> int:
+        """The study's id in its storage (``KeyError`` if there is no such study), read once: the
+        follower's and workers' every count and attribute read would otherwise look it up again."""
+        if self._study_id is None:
+            self._study_id = self.storage.get_study_id_from_name(self.study_name)
+        return self._study_id
 
     @classmethod
     def existing(cls, url: str, study_name: str) -> Coordinator:
@@ -67,7 +75,11 @@ class Coordinator:
     # -- creating and loading -------------------------------------------------------------
 
     def exists(self) -> bool:
-        return self.study_name in {s.study_name for s in self.storage.get_all_studies()}
+        try:
+            self.study_id()
+        except KeyError:
+            return False
+        return True
 
     def read_record(self) -> StudyRecord:
         attrs = self._user_attrs()
@@ -125,7 +137,7 @@ class Coordinator:
 
         def attempt() -> int:
             with self.lock():
-                study_id = self.storage.get_study_id_from_name(self.study_name)
+                study_id = self.study_id()
                 ordinal = int(self.storage.get_study_user_attrs(study_id).get(WORKERS_ATTR, 0))
                 self.storage.set_study_user_attr(study_id, WORKERS_ATTR, ordinal + 1)
             return ordinal
@@ -136,6 +148,7 @@ class Coordinator:
         import optuna
 
         optuna.delete_study(study_name=self.study_name, storage=self.storage)
+        self._study_id = None
 
     def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
         hint = "; choose another --name for a new study"
@@ -170,8 +183,7 @@ class Coordinator:
         return make_pruner(record.settings.pruner, record.search_epochs)
 
     def _user_attrs(self) -> dict[str, Any]:
-        study_id = self.storage.get_study_id_from_name(self.study_name)
-        return self.storage.get_study_user_attrs(study_id)
+        return self.storage.get_study_user_attrs(self.study_id())
 
     # -- the budget -----------------------------------------------------------------------
 
@@ -180,8 +192,7 @@ class Coordinator:
 
     def counts(self) -> st.TrialCounts:
         def count() -> st.TrialCounts:
-            study_id = self.storage.get_study_id_from_name(self.study_name)
-            return st.count_trials(self.storage.engine, study_id)
+            return st.count_trials(self.storage.engine, self.study_id())
 
         return retrying(count, "counting trials")
 

@@ -95,7 +95,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None) -> Snapshot:
 
     counts = coordinator.counts()
     record = coordinator.read_record()
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     trials = coordinator.storage.get_all_trials(study_id, deepcopy=False)
     best = _best(trials, record.direction)
     budget = coordinator.budget()

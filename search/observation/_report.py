@@ -245,7 +245,7 @@ def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord
 def _best_params(coordinator: Coordinator, snap: Snapshot) -> list[tuple[str, Any]]:
     if snap.best_trial is None:
         return []
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     trial_id = coordinator.storage.get_trial_id_from_study_id_trial_number(study_id, snap.best_trial)
     params = coordinator.storage.get_trial(trial_id).params
     return [(f"  {key}", f"{value:.4g}" if isinstance(value, float) else value) for key, value in params.items()]
@@ -259,7 +259,7 @@ def attach_to_parent(coordinator: Coordinator, loc: Locations, page: str) -> str
     from search.coordination import PARENT_RUN_ATTR
     from search.tracking import Tracker
 
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     run_id = coordinator.storage.get_study_user_attrs(study_id).get(PARENT_RUN_ATTR)
     if not run_id:
         raise SearchError(f"study {coordinator.study_name!r} has no MLflow parent run (use --no-mlflow)")

@@ -47,7 +47,7 @@ def url_host(host: str) -> str:
 
 def dashboard_url(coordinator: Coordinator, host: str, port: int) -> str:
     """optuna-dashboard's page of this one study."""
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     return f"http://{url_host(host)}:{port}/dashboard/studies/{study_id}"
 
 
@@ -110,7 +110,7 @@ def experiment_path(coordinator: Coordinator) -> str:
     """The MLflow UI's fragment for the study's experiment (its training runs)."""
     from search.coordination import EXPERIMENT_ATTR
 
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     experiment_id = coordinator.storage.get_study_user_attrs(study_id).get(EXPERIMENT_ATTR)
     return f"/#/experiments/{experiment_id}/runs" if experiment_id else "/"
 

@@ -74,7 +74,7 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
 
 def trial_rows(coordinator: Coordinator, states: tuple[str, ...] | None = None) -> list[TrialRow]:
     """Every trial of the study in number order, read once; only ``states`` when given."""
-    study_id = coordinator.storage.get_study_id_from_name(coordinator.study_name)
+    study_id = coordinator.study_id()
     trials = coordinator.storage.get_all_trials(study_id, deepcopy=False)
     rows = [trial_row(t) for t in trials]
     return [r for r in rows if states is None or r.state in states]
