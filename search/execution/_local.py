@@ -174,6 +174,7 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
     replaced by ``restart(index)``, so the trial's retry and the rest of the budget find a worker.
     Each such exit costs one attempt of one trial, so the restarts end with the budget.
     """
+    next_follow = 0.0
     try:
         while True:
             if restart is not None:
@@ -184,8 +185,10 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
                         procs[index] = restart(index)
             if all(p.poll() is not None for p in procs):
                 break
-            follow()
-            time.sleep(1.0)
+            if time.monotonic() >= next_follow:
+                follow()
+                next_follow = time.monotonic() + 1.0
+            time.sleep(0.1)  # the last worker's exit is seen within 0.1 s: the study's end waits on it
     except KeyboardInterrupt:
         for p in procs:
             if p.poll() is None:
