@@ -5,12 +5,14 @@ transaction an epoch, and every trial's params, attributes and curve sent each t
 trials never change, so this copy keeps them and fetches only the trials it has not seen finished;
 and it does so in the transaction that stores the epoch's value, so a reported epoch whose pruner
 is asked costs one transaction, not two. What the pruner sees is what a full read at that moment
-returns (``tests/search/test_pruning_equivalence.py``).
+returns (``tests/search/test_pruning_equivalence.py``). The reporting trial itself is not read
+back: its reporter holds its params and values; only its system attributes (rung records) are.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage
@@ -20,13 +22,17 @@ _CHUNK = 500  # trial ids per IN (...): under every database's limit on bound pa
 
 
 class StudyTrials:
-    """The trials of one study as of the last :meth:`report` that refreshed them, in trial order."""
+    """The trials of one study as of the last :meth:`report` that refreshed them, in trial order,
+    all but the reporting trial itself (its reporter knows it): of that one only its system
+    attributes (a pruner's rung records) are read."""
 
     def __init__(self, storage: RDBStorage, study_id: int) -> None:
         self._storage = storage
         self._study_id = study_id
         self._finished: dict[int, FrozenTrial] = {}  # by trial_id; a finished trial never changes
-        self.trials: list[FrozenTrial] = []
+        self._order: list[int] = []
+        self._others: dict[int, FrozenTrial] = {}
+        self.own_system_attrs: dict[str, Any] = {}
         self.fetched = 0  # trials read in full, for tests and benchmarks
 
     def report(self, trial_id: int, step: int, value: float | None, *, refresh: bool) -> None:
@@ -40,34 +46,34 @@ class StudyTrials:
         with _create_scoped_session(self._storage.scoped_session, True) as session:
             if value is not None:
                 self._storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
-                session.flush()
             if refresh:
-                self._refresh(session)
+                self._refresh(session, trial_id)
 
-    def get(self, trial_id: int) -> FrozenTrial:
-        return next(t for t in self.trials if t._trial_id == trial_id)
+    def with_own(self, own: FrozenTrial) -> list[FrozenTrial]:
+        """The study's trials as last read, with ``own`` (the reporting trial) in its place."""
+        return [own if tid == own._trial_id else self._others[tid] for tid in self._order
+                if tid == own._trial_id or tid in self._others]  # fmt: skip
 
-    def _refresh(self, session: object) -> None:
+    def _refresh(self, session: Any, own_id: int) -> None:
         from optuna.storages._rdb import models
-        from sqlalchemy import orm
+        from sqlalchemy import orm, select
 
-        query = session.query  # type: ignore[attr-defined]
-        ids = [tid for (tid,) in query(models.TrialModel.trial_id).filter(
-            models.TrialModel.study_id == self._study_id).order_by(models.TrialModel.trial_id)]  # fmt: skip
-        wanted = [tid for tid in ids if tid not in self._finished]
+        trial_model, attr_model = models.TrialModel, models.TrialSystemAttributeModel
+        ids = list(session.scalars(select(trial_model.trial_id).where(trial_model.study_id == self._study_id)
+                                   .order_by(trial_model.trial_id)))  # fmt: skip
+        wanted = [tid for tid in ids if tid not in self._finished and tid != own_id]
         fresh: dict[int, FrozenTrial] = {}
         for start in range(0, len(wanted), _CHUNK):
             rows = (
-                query(models.TrialModel)
+                session.query(trial_model)
                 .options(
-                    orm.selectinload(models.TrialModel.params),
-                    orm.selectinload(models.TrialModel.values),
-                    orm.selectinload(models.TrialModel.user_attributes),
-                    orm.selectinload(models.TrialModel.system_attributes),
-                    orm.selectinload(models.TrialModel.intermediate_values),
+                    orm.selectinload(trial_model.params),
+                    orm.selectinload(trial_model.values),
+                    orm.selectinload(trial_model.user_attributes),
+                    orm.selectinload(trial_model.system_attributes),
+                    orm.selectinload(trial_model.intermediate_values),
                 )
-                .filter(models.TrialModel.trial_id.in_(wanted[start : start + _CHUNK]))
-                .populate_existing()  # the reporting trial was loaded before its new value
+                .filter(trial_model.trial_id.in_(wanted[start : start + _CHUNK]))
                 .all()
             )
             for row in rows:
@@ -75,5 +81,10 @@ class StudyTrials:
                 fresh[trial._trial_id] = trial
                 if trial.state.is_finished():
                     self._finished[trial._trial_id] = trial
+        attrs = session.execute(select(attr_model.key, attr_model.value_json).where(attr_model.trial_id == own_id))
+        self.own_system_attrs = {key: json.loads(value) for key, value in attrs}
         self.fetched += len(fresh)
-        self.trials = [self._finished.get(tid) or fresh[tid] for tid in ids if tid in self._finished or tid in fresh]
+        self._order = ids
+        self._others = {
+            tid: self._finished.get(tid) or fresh[tid] for tid in ids if tid in self._finished or tid in fresh
+        }

@@ -76,8 +76,9 @@ class PruningHook:
                 return False
             if self._directions is None:
                 self._directions = study.directions
-            seen = _StudyAsSeen(study, self._trials.trials, self._directions)
-            current = copy.copy(self._trials.get(trial._trial_id))  # as read with the others, rungs and all
+            current = copy.copy(trial._cached_frozen_trial)  # params and values as this worker reported them
+            current.system_attrs = self._trials.own_system_attrs  # rung records as stored
+            seen = _StudyAsSeen(study, self._trials.with_own(current), self._directions)
             prune = study.pruner.prune(seen, current)  # type: ignore[arg-type]  # a study, as pruners read it
             self._last_asked, self.asked = epoch, self.asked + 1
             return prune
