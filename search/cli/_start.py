@@ -201,7 +201,9 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     # the study and its MLflow run are created or updated; they join once that is done, or exit
     # if the command fails.
     name = _name_without_loading(opts)
-    procs = spawn_workers(loc, name, workers, gpus, debug, early=True) if workers > 0 and name else []
+    early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
+    procs = spawn_workers(loc, name, workers, gpus, debug, early=True, study=early_study) if workers > 0 and name \
+        else []  # fmt: skip
     try:
         opts, changes = resume_options(opts, loc)
         prepared = prepare(opts)

@@ -1,16 +1,14 @@
 """Running trials: the worker loop, one trial end to end, multi-process trials, and local worker processes."""
 
 from search.execution._context import ENV_SHARDING, TrialOutcome, WorkerContext
+from search.execution._early import ENV_EARLY, await_release, release_workers
 from search.execution._finish import fail_reason
 from search.execution._gang import Nodes, launch, run_rank
 from search.execution._local import (
-    ENV_EARLY,
-    await_release,
     check_some_worker_succeeded,
     default_workers,
     parse_gpus,
     reaping,
-    release_workers,
     report_worker_codes,
     spawn_worker,
     spawn_workers,

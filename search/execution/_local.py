@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
 from search.exceptions import DatabaseUnavailableError, SearchError
+from search.execution._early import _EARLY_LOGS, ENV_EARLY, ENV_EARLY_STUDY
 from search.execution._watchdog import EXIT_STALLED
 from search.settings import location_env
 from search.tracking import Tracker
@@ -69,53 +71,21 @@ def _device_list(value: str) -> list[str]:
     return devices
 
 
-ENV_EARLY = "HPSEARCH_EARLY_WORKER"
-"""Set, to a temporary log file, for a worker started before its study exists (and before the
-command's input is checked, which must create nothing): it imports what training needs, then waits
-for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins);
-anything else or EOF (the command died) ends it without joining. A failed command terminates it."""
-_EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
-"""pid of an early worker -> (its temporary log, its log in the project)."""
-
-
-def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool,
-                  early: bool = False) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool, early: bool = False,
+                  study: tuple[str, dict[str, Any]] | None = None) -> list[subprocess.Popen[bytes]]:  # fmt: skip
     """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``.
 
     ``early`` workers start while the command's input is checked and the study created, and pay
-    their start-up (importing torch, MLflow, Accelerate: seconds) meanwhile; :func:`release_workers`
-    lets them join or sends them away.
+    their start-up (importing torch, MLflow, Accelerate; loading ``study``'s module and data, a
+    ``(ref, options)`` pair: seconds) meanwhile; :func:`release_workers` lets them join or sends
+    them away.
     """
-    return [spawn_worker(loc, name, index, count, gpus, debug, early) for index in range(count)]
+    return [spawn_worker(loc, name, index, count, gpus, debug, early, study) for index in range(count)]
 
 
-def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
-    """Tell early workers that the study is ready (``go``), or end them (the command failed)."""
-    for proc in procs:
-        early = _EARLY_LOGS.pop(proc.pid, None)
-        if early is None or proc.stdin is None:
-            continue
-        temp, log_path = early
-        if go:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                proc.stdin.write(f"go {log_path}\n".encode())
-                proc.stdin.close()
-            except OSError:  # it died already; the caller sees its exit code
-                pass
-            continue
-        proc.terminate()  # it holds nothing yet: no study, no run, no file but its temporary log
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdin.close()
-        temp.unlink(missing_ok=True)
-
-
-def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str],
-                 debug: bool, early: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
+def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str], debug: bool,
+                 early: bool = False, study: tuple[str, dict[str, Any]] | None = None,
+                 ) -> subprocess.Popen[bytes]:  # fmt: skip
     """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
     logs = loc.project_dir / "logs"
     if not early:
@@ -131,6 +101,8 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
         fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
         os.close(fd)
         env[ENV_EARLY] = temp
+        if study is not None:
+            env[ENV_EARLY_STUDY] = json.dumps(study)
         log_path = Path(temp)
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -138,32 +110,6 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
     if early:
         _EARLY_LOGS[proc.pid] = (log_path, logs / f"worker-{index}.log")
     return proc
-
-
-def await_release() -> bool:
-    """In an early worker: import what a trial needs while ``search start`` checks its input and
-    creates the study, then wait for its word. True: join the study (output now goes to the
-    project's log, after what was written so far); False: exit."""
-    temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
-    try:
-        import accelerate  # noqa: F401
-        import mlflow  # noqa: F401
-        import optuna  # noqa: F401
-        import torch._dynamo  # noqa: F401  (what the first optimizer imports)
-
-        word, _, where = sys.stdin.readline().strip().partition(" ")
-        if word != "go" or not where:
-            return False
-        sys.stdout.flush()
-        sys.stderr.flush()
-        with open(where, "ab") as log:
-            log.write(temp.read_bytes())
-            log.flush()
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-        return True
-    finally:
-        temp.unlink(missing_ok=True)
 
 
 def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,

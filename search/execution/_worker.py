@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
 from search.exceptions import SearchError
 from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._early import preloaded
 from search.execution._trial import run_trial
 from search.settings import load_study
 from search.tracking import Tracker
@@ -64,8 +65,11 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     optuna_study, record, attrs = retrying(load, "loading the study")
     if PARENT_RUN_ATTR not in attrs:
         raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
-    study = load_study(record.study_ref, record.options, record.narrow)
-    data = study.load_data()
+    early = preloaded(record.study_ref, record.options, record.narrow)  # an early worker loaded them already
+    if early is not None:
+        log.info("using the study and data loaded while the study was being created")
+    study, data = early if early is not None else (load_study(record.study_ref, record.options, record.narrow), None)
+    data = data if data is not None else study.load_data()
     # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
     # instead of inside the first trial.
     import torch._dynamo  # noqa: F401

@@ -102,6 +102,13 @@ def test_summary_reports_overhead_and_next_steps(finished_search):
     assert "search dashboard --name resmlp" in proc.stdout
 
 
+def test_workers_loaded_the_study_and_its_data_while_it_was_being_created(finished_search):
+    workdir, _ = finished_search
+    for index in (0, 1):
+        log = (workdir / ".search" / "logs" / f"worker-{index}.log").read_text()
+        assert "using the study and data loaded while the study was being created" in log, log
+
+
 def test_second_start_resumes_and_counts_finished_trials(finished_search, cli):
     workdir, _ = finished_search
     proc = cli("start", "--study", "resmlp", "--trials", "9", "--workers", "1", "--no-retrain",
@@ -110,3 +117,6 @@ def test_second_start_resumes_and_counts_finished_trials(finished_search, cli):
     assert proc.returncode == 0, proc.stderr
     assert "resumed (8 trials already finished)" in proc.stdout
     assert len(_optuna_trials(workdir)) == 9
+    # the stored options are the ones asked for: the early worker's study is used on resume too
+    log = (workdir / ".search" / "logs" / "worker-0.log").read_text()
+    assert log.count("using the study and data loaded while the study was being created") == 2, log

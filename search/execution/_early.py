@@ -1,0 +1,106 @@
+"""Workers that start before their study exists: they import and load meanwhile, then join or leave."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ENV_EARLY = "HPSEARCH_EARLY_WORKER"
+"""Set, to a temporary log file, for a worker started before its study exists (and before the
+command's input is checked, which must create nothing): it imports what training needs, then waits
+for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins);
+anything else or EOF (the command died) ends it without joining. A failed command terminates it."""
+_EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
+"""pid of an early worker -> (its temporary log, its log in the project)."""
+ENV_EARLY_STUDY = "HPSEARCH_EARLY_STUDY"
+"""For an early worker: ``[ref, options]`` of the study ``search start`` was asked for, loaded with its
+data while the worker waits. Used only if the study turns out to be that one (see :func:`preloaded`)."""
+_PRELOADED: dict[str, Any] = {}
+
+
+def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
+    """Tell early workers that the study is ready (``go``), or end them (the command failed)."""
+    for proc in procs:
+        early = _EARLY_LOGS.pop(proc.pid, None)
+        if early is None or proc.stdin is None:
+            continue
+        temp, log_path = early
+        if go:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                proc.stdin.write(f"go {log_path}\n".encode())
+                proc.stdin.close()
+            except OSError:  # it died already; the caller sees its exit code
+                pass
+            continue
+        proc.terminate()  # it holds nothing yet: no study, no run, no file but its temporary log
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        temp.unlink(missing_ok=True)
+
+
+def await_release() -> bool:
+    """In an early worker: import what a trial needs while ``search start`` checks its input and
+    creates the study, then wait for its word. True: join the study (output now goes to the
+    project's log, after what was written so far); False: exit."""
+    temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
+    try:
+        import accelerate  # noqa: F401
+        import mlflow  # noqa: F401
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
+        import optuna  # noqa: F401
+        import torch._dynamo  # noqa: F401  (what the first optimizer imports)
+
+        _preload(os.environ.pop(ENV_EARLY_STUDY, None))
+
+        word, _, where = sys.stdin.readline().strip().partition(" ")
+        if word != "go" or not where:
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with open(where, "ab") as log:
+            log.write(temp.read_bytes())
+            log.flush()
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        return True
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _preload(spec: str | None) -> None:
+    """Load the study ``search start`` was asked for, with its data; any error is left for the
+    command to report (it checks the same things) and the worker to meet again if it joins."""
+    if not spec:
+        return
+    from search.settings import load_study
+
+    try:
+        ref, options = json.loads(spec)
+        study = load_study(ref, options)
+        _PRELOADED.update(key=json.dumps([ref, options], sort_keys=True), study=study, data=study.load_data())
+    except Exception as exc:  # noqa: BLE001 - not this worker's to report
+        log.debug("preloading the study failed: %s", exc)
+        _PRELOADED.clear()
+
+
+def preloaded(ref: str, options: dict[str, Any], narrow: Any) -> tuple[Any, Any] | None:
+    """The early worker's study and data, if the study it joined is the one it loaded (then forgotten)."""
+    key = json.dumps([ref, options], sort_keys=True)
+    if narrow or _PRELOADED.get("key") != key:
+        _PRELOADED.clear()
+        return None
+    found = _PRELOADED["study"], _PRELOADED["data"]
+    _PRELOADED.clear()
+    return found
