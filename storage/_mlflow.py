@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +12,8 @@ from pathlib import Path
 from storage._engine import TCP_KEEPALIVE
 from storage._errors import StorageError
 from storage._urls import normalize_db_url, sqlite_url
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,13 @@ def resolve_tracking(
 
 
 def prepare_sqlite_tracking(location: TrackingLocation) -> None:
-    """Switch an embedded MLflow SQLite file to WAL so concurrent workers do not lock each other out."""
+    """Make an embedded MLflow SQLite file ready for concurrent workers.
+
+    A new file starts as a copy of an empty, fully migrated store (made once per MLflow version in
+    the user's cache: MLflow creates a store by running all its schema migrations, about 2 s, on
+    the critical path of every new project's `search start`). The file is switched to WAL so
+    concurrent workers do not lock each other out.
+    """
     if not location.tracking_uri.startswith("sqlite:///"):
         return
     from storage._engine import tune_sqlite_connections
@@ -56,9 +66,55 @@ def prepare_sqlite_tracking(location: TrackingLocation) -> None:
     tune_sqlite_connections()
     path = Path(location.tracking_uri.removeprefix("sqlite:///"))
     if not path.exists():
+        _copy_empty_store(path)
+    if not path.exists():
         return
     with sqlite3.connect(path, timeout=60) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
+
+
+def empty_store_template() -> Path:
+    """Where this MLflow version's empty store is kept (``$XDG_CACHE_HOME/hpsearch``)."""
+    import mlflow.version
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpsearch"
+    return cache / f"mlflow-{mlflow.version.VERSION}-empty.db"
+
+
+def _copy_empty_store(path: Path) -> None:
+    """Put an empty migrated MLflow store at ``path`` (best effort: MLflow creates one otherwise)."""
+    try:
+        template = empty_store_template()
+        if not template.exists():
+            _make_empty_store(template)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        shutil.copyfile(template, temp)
+        try:
+            os.link(temp, path)  # never over a store another process made meanwhile
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink(missing_ok=True)
+    except Exception as exc:  # noqa: BLE001 - a read-only home, a full disk: MLflow makes the store itself
+        log.debug("no copy of an empty MLflow store at %s: %s", path, exc)
+
+
+def _make_empty_store(template: Path) -> None:
+    """Let MLflow create and migrate a store, then empty it of its Default experiment: a copy gets
+    its own, with that copy's artifact root, when MLflow first opens it."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    template.parent.mkdir(parents=True, exist_ok=True)
+    temp = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+    temp.unlink(missing_ok=True)
+    store = SqlAlchemyStore(f"sqlite:///{temp}", str(template.parent / "unused-artifacts"))
+    store.engine.dispose()
+    with sqlite3.connect(temp) as conn:
+        conn.execute("DELETE FROM experiment_tags")
+        conn.execute("DELETE FROM experiments")
+    conn.close()
+    os.replace(temp, template)  # atomic: a concurrent maker's copy is as good
 
 
 def _with_keepalive(url: str) -> str:
