@@ -146,3 +146,22 @@ def test_class_too_small_to_split_is_named(tmp_path: Path) -> None:
     table = file_table(_write(tmp_path / "rare.csv", frame), target="species")
     with pytest.raises(DataError, match=r"too few rows to split class 'yak' \(2 rows\)"):
         tabular_study_data(table)
+
+
+def test_digits_are_scikit_learns_without_importing_sklearn_datasets():
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from studies._tabular import digits_table
+
+    table, bunch = digits_table(), load_digits()
+    assert np.array_equal(table.x, bunch.data.astype(np.float32))
+    assert np.array_equal(table.y, bunch.target)
+    assert table.feature_names == list(bunch.feature_names)
+    assert table.class_names == [str(n) for n in bunch.target_names]
+    code = "import sys; from studies._tabular import digits_table; digits_table(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
+        == "False"  # fmt: skip
