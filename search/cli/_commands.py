@@ -50,8 +50,9 @@ _settings_options = stack(
 @option("--study", required=True, help="Built-in study name (see `search studies`) or a path to a .py file.")
 @option("--trials", type=int, required=True, help="Total budget of finished trials (complete+pruned+failed).")
 @study_name_option
-@option("--workers", type=int, help="Local worker processes [one per GPU, else one per two CPU cores]; "
-                                    "0 creates the study and follows it without training.")  # fmt: skip
+@option("--workers", type=int, help="Local worker processes [one per GPU, else one single-threaded worker per "
+                                    "usable CPU core, at most 16 and the trials]; 0 creates the study and follows "
+                                    "it without training.")  # fmt: skip
 @_settings_options
 @option(
     "--gpus",

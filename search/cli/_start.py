@@ -196,7 +196,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     check_flags(opts)
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
-    workers = (len(gpus) or default_workers()) if opts.workers is None else opts.workers
+    workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
     # The workers start now and import torch and MLflow (seconds) while the input is checked and
     # the study and its MLflow run are created or updated; they join once that is done, or exit
     # if the command fails.

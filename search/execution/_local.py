@@ -34,12 +34,36 @@ EXIT_TEMPFAIL = 75
 """A worker's exit code when the database stayed unreachable past --db-outage-limit."""
 
 
-def default_workers() -> int:
-    """One worker per GPU; on CPU, one per two cores (each trial uses two threads)."""
+MAX_DEFAULT_CPU_WORKERS = 16
+"""The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (a Slurm or taskset binding, not the node's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_workers(trials: int | None = None) -> int:
+    """One worker per GPU; on CPU, one single-threaded worker per usable core (at most
+    :data:`MAX_DEFAULT_CPU_WORKERS`, and no more than ``trials``).
+
+    Trials are independent, so on CPU they scale by processes far better than by threads: the
+    small models trained on CPU leave a second intra-op thread mostly waiting
+    (``benchmarks/bench_workers.py``).
+    """
     gpus = visible_gpus()
     if gpus:
         return len(gpus)
-    return max(1, (os.cpu_count() or 2) // 2)
+    return max(1, min(usable_cores(), MAX_DEFAULT_CPU_WORKERS, trials or MAX_DEFAULT_CPU_WORKERS))
+
+
+def worker_threads(count: int, gpus: list[str]) -> str:
+    """Intra-op threads of each of ``count`` local workers: the usable cores shared out among them
+    (4 beside a GPU), unless the user set ``OMP_NUM_THREADS``."""
+    return os.environ.get("OMP_NUM_THREADS") or str(4 if gpus else max(1, usable_cores() // max(1, count)))
 
 
 def visible_gpus() -> list[str]:
@@ -90,8 +114,7 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
     logs = loc.project_dir / "logs"
     if not early:
         logs.mkdir(parents=True, exist_ok=True)
-    threads = max(1, (os.cpu_count() or 1) // max(1, count)) if not gpus else 4
-    env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": worker_threads(count, gpus)}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
     cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
