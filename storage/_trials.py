@@ -49,12 +49,20 @@ class StudyTrials:
             if refresh:
                 self._refresh(session, trial_id)
 
+    def refresh(self) -> list[FrozenTrial]:
+        """Read what changed since the last read (a follower's view: no trial of its own); every trial."""
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        with _create_scoped_session(self._storage.scoped_session) as session:
+            self._refresh(session, None)
+        return [self._others[tid] for tid in self._order if tid in self._others]
+
     def with_own(self, own: FrozenTrial) -> list[FrozenTrial]:
         """The study's trials as last read, with ``own`` (the reporting trial) in its place."""
         return [own if tid == own._trial_id else self._others[tid] for tid in self._order
                 if tid == own._trial_id or tid in self._others]  # fmt: skip
 
-    def _refresh(self, session: Any, own_id: int) -> None:
+    def _refresh(self, session: Any, own_id: int | None) -> None:
         from optuna.storages._rdb import models
         from sqlalchemy import orm, select
 
@@ -81,8 +89,9 @@ class StudyTrials:
                 fresh[trial._trial_id] = trial
                 if trial.state.is_finished():
                     self._finished[trial._trial_id] = trial
-        attrs = session.execute(select(attr_model.key, attr_model.value_json).where(attr_model.trial_id == own_id))
-        self.own_system_attrs = {key: json.loads(value) for key, value in attrs}
+        if own_id is not None:
+            query = select(attr_model.key, attr_model.value_json).where(attr_model.trial_id == own_id)
+            self.own_system_attrs = {key: json.loads(value) for key, value in session.execute(query)}
         self.fetched += len(fresh)
         self._order = ids
         self._others = {

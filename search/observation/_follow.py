@@ -8,7 +8,8 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from search.observation._progress import duration, snapshot
-from search.observation._trials import TrialRow, trial_rows
+from search.observation._trials import TrialRow, trial_row
+from storage import StudyTrials
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -35,19 +36,22 @@ class PlainFollower:
         self.started = time.time()
         self.seen: set[int] | None = None
         self.problem = False
+        self.trials: StudyTrials | None = None  # finished trials are read once, not at every poll
 
     def __call__(self) -> None:
         if self.quiet:
             return
         try:
-            rows = trial_rows(self.coordinator)
+            if self.trials is None:
+                self.trials = StudyTrials(self.coordinator.storage, self.coordinator.study_id())
+            rows = [trial_row(t) for t in self.trials.refresh()]
             finished = [r for r in rows if r.state in FINISHED]
             fresh = [] if self.seen is None else [r for r in finished if r.number not in self.seen]
             first = self.seen is None
             self.seen = {r.number for r in finished}
             lines = [finished_line(r) for r in fresh]
             if first or fresh:
-                lines.append(snapshot(self.coordinator, self.started).line())
+                lines.append(snapshot(self.coordinator, self.started, self.trials).line())
         except Exception as exc:  # a database blip must not stop following
             if not self.problem:
                 print(f"(cannot read the study right now: {type(exc).__name__}; retrying)", flush=True)

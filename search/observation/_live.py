@@ -13,9 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from search.observation._progress import Snapshot, duration, snapshot
+from storage import StudyTrials
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
+    from search.settings import StudyRecord
 
 MAX_ROWS = 16
 """Running trials listed one per row; a search on many GPUs shows the first ones and a count."""
@@ -93,13 +95,16 @@ class LiveFollower:
         self.hints = hints
         self.started = time.time()
         self.last: Snapshot | None = None
+        self.seen = StudyTrials(coordinator.storage, coordinator.study_id())  # finished trials read once
+        self.record: StudyRecord | None = None
         self.live = Live(console=console, auto_refresh=False, redirect_stdout=True, redirect_stderr=True)
         self.live_started = False
 
     def __call__(self) -> None:
         problem = ""
         try:
-            self.last = snapshot(self.coordinator, self.started)
+            self.record = self.record or self.coordinator.read_record()
+            self.last = snapshot(self.coordinator, self.started, self.seen, self.record)
         except Exception as exc:  # a database blip must not stop following
             problem = f"cannot read the study right now ({type(exc).__name__}); retrying"
         if self.last is None:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from search.coordination import Coordinator
+    from search.settings import StudyRecord
+    from storage import StudyTrials
 
 
 @dataclass(frozen=True)
@@ -88,15 +90,22 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def snapshot(coordinator: Coordinator, since: float | None = None) -> Snapshot:
+def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: StudyTrials | None = None,
+             record: StudyRecord | None = None) -> Snapshot:  # fmt: skip
     """Read the study once. ``since`` (epoch seconds) starts the window of the trial rate;
-    without it the window is the whole search so far."""
+    without it the window is the whole search so far.
+
+    A follower that reads it every second passes its ``trials_seen`` (finished trials are then
+    read once, not at every poll) and the study's ``record``.
+    """
     from optuna.trial import TrialState
 
     counts = coordinator.counts()
-    record = coordinator.read_record()
-    study_id = coordinator.study_id()
-    trials = coordinator.storage.get_all_trials(study_id, deepcopy=False)
+    record = record or coordinator.read_record()
+    if trials_seen is not None:
+        trials = trials_seen.refresh()
+    else:
+        trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
     best = _best(trials, record.direction)
     budget = coordinator.budget()
     finished = counts.finished_logical

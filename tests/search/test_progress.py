@@ -225,6 +225,26 @@ def test_plain_follower_prints_one_line_per_finished_trial_and_nothing_per_idle_
     assert progress.startswith("demo: 7/8 finished, 0 running, 4 complete, 2 pruned, 1 failed, best 0.35 (trial 6)")
 
 
+def test_followers_read_a_finished_trial_once_not_at_every_poll(sqlite_demo, capsys):
+    """Each poll reads the trials that were unfinished at the last (and new ones); finished ones stay as read."""
+    from rich.console import Console
+
+    from search.observation._live import LiveFollower
+
+    coordinator = Coordinator(sqlite_demo.url, sqlite_demo.name)
+    live = LiveFollower(coordinator, console=Console(file=io.StringIO()))
+    for _ in range(4):
+        live()
+    live.close()
+    assert live.seen.fetched == 7 + 3  # 6 finished and 1 running, then the running one at each poll
+    assert live.last is not None and (live.last.finished, live.last.running) == (6, 1)
+    plain = PlainFollower(coordinator)
+    for _ in range(4):
+        plain()
+    assert plain.trials is not None
+    assert plain.trials.fetched == 7 + 1 + 3  # its first poll also reads the snapshot's line
+
+
 def test_finished_lines_say_how_each_trial_ended():
     from search.observation._follow import finished_line
     from search.observation._trials import TrialRow
