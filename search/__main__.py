@@ -1,4 +1,4 @@
-from search.cli import main
+from search.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sqlite3
 import time
+import weakref
 from typing import Any
 
 import sqlalchemy
@@ -62,7 +65,25 @@ def create_engine(url: str) -> Engine:
         tune_sqlite_connections()
     if is_postgres(url):
         ping_when_idle(engine)
+        close_at_exit(engine)
     return engine
+
+
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def close_at_exit(engine: Engine) -> None:
+    """Close ``engine``'s pooled connections when the process exits, telling the server so: the
+    CLI ends without tearing the interpreter down (``search.cli.run``), which would not."""
+    if not _ENGINES:
+        atexit.register(_close_all)
+    _ENGINES.add(engine)
+
+
+def _close_all() -> None:
+    for engine in list(_ENGINES):
+        with contextlib.suppress(Exception):  # the process is ending; a dead server has nothing to hear
+            engine.dispose()
 
 
 def ping_when_idle(engine: Engine) -> None:

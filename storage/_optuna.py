@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from storage._engine import CONNECT_TIMEOUT_S, create_engine, engine_kwargs, ping_when_idle, tune_sqlite_connections
+from storage._engine import (
+    CONNECT_TIMEOUT_S,
+    close_at_exit,
+    create_engine,
+    engine_kwargs,
+    ping_when_idle,
+    tune_sqlite_connections,
+)
 from storage._errors import StorageError
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
@@ -103,6 +110,7 @@ def open_optuna_storage(
         raise StorageError(explain_db_error(url, exc)) from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
+        close_at_exit(storage.engine)
     return storage
 
 

@@ -8,7 +8,7 @@ from importlib import import_module
 from typing import Any
 
 from search.cli._group import cli
-from search.cli._main import EXIT_INTERRUPTED, EXIT_USAGE, main
+from search.cli._main import EXIT_INTERRUPTED, EXIT_USAGE, main, run
 
 _LAZY = {
     "StartOptions": "search.cli._start",
@@ -19,7 +19,7 @@ _LAZY = {
     "resolve_locations": "search.cli._settings",
 }
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "cli", "main", *_LAZY]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "cli", "main", "run", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
