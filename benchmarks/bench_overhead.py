@@ -71,7 +71,7 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
     try:
         with tempfile.TemporaryDirectory() as tmp:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_"))}
-            env.update(PYTHONPATH=str(tree), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+            env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")  # each tree picks its worker's threads
             options = [x for option in args.study_option for x in ("--study-option", option)]
             command = [sys.executable, "-m", "search", "start", "--study", args.study, "--trials", str(args.trials),
                        "--workers", "1", "--no-retrain", "--seed", str(seed), "--pruner", args.pruner, *options,
