@@ -48,8 +48,8 @@ def run() -> None:
 
     With torch, MLflow and SQLAlchemy loaded, Python's own shutdown (clearing thousands of modules)
     takes about a second here: most of the time between a study's last trial and the prompt. The
-    exit handlers still run (logging flushes its files), other threads are joined as at a normal
-    exit, and the standard streams are flushed; then the process ends at once.
+    exit handlers still run (logging flushes its files), other threads are stopped and joined as at a
+    normal exit, and the standard streams are flushed; then the process ends at once.
     """
     try:
         main()
@@ -60,9 +60,9 @@ def run() -> None:
         else:  # sys.exit("message"): printed, exit code 1
             print(exc.code, file=sys.stderr)
             code = 1
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # What a normal exit does first: threading's exit callbacks (a thread pool's workers are told
+    # to stop) and a join of the other non-daemon threads; then the exit handlers.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe
