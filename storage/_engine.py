@@ -70,13 +70,16 @@ def create_engine(url: str) -> Engine:
 
 
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_CLOSING = False  # _close_all is registered once, however many engines come and go
 
 
 def close_at_exit(engine: Engine) -> None:
     """Close ``engine``'s pooled connections when the process exits, telling the server so: the
     CLI ends without tearing the interpreter down (``search.cli.run``), which would not."""
-    if not _ENGINES:
+    global _CLOSING
+    if not _CLOSING:
         atexit.register(_close_all)
+        _CLOSING = True
     _ENGINES.add(engine)
 
 

@@ -68,8 +68,10 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     early = preloaded(record.study_ref, record.options, record.narrow)  # an early worker loaded them already
     if early is not None:
         log.info("using the study and data loaded while the study was being created")
-    study, data = early if early is not None else (load_study(record.study_ref, record.options, record.narrow), None)
-    data = data if data is not None else study.load_data()
+        study, data = early
+    else:
+        study = load_study(record.study_ref, record.options, record.narrow)
+        data = study.load_data()
     # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
     # instead of inside the first trial.
     import torch._dynamo  # noqa: F401
