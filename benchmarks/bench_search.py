@@ -315,6 +315,39 @@ def report(traces: list[Trace], trials: int, baseline: str = "script", surrogate
                          f"{secs:>13.1f}s {secs / base_secs:>6.2f}")  # fmt: skip
     if surrogate:
         lines.append(regret_table(traces))
+        lines.append(workers_table(traces))
+    return "\n".join(lines)
+
+
+def workers_table(traces: list[Trace], epochs_per_fte: int = 52) -> str:
+    """Per strategy: does it lose quality as workers grow? Best value after the same training epochs,
+    each worker count against the fewest one run (median over seeds per task, then the geometric
+    mean of the ratios over tasks; below 1 is better)."""
+    counts = sorted({t.workers for t in traces})
+    if len(counts) < 2:
+        return ""
+    lines = [
+        f"\nworkers: best value at equal training epochs, ratio to {counts[0]} worker(s) "
+        f"(geometric mean over tasks of the median over seeds; < 1 is better)",
+        f"{'strategy':24} {'workers':>7}" + "".join(f"{'@' + str(b) + ' FTE':>10}" for b in FTE_BUDGETS),
+    ]
+
+    def median_best(runs: list[Trace], problem: str, workers: int, epochs: float) -> float:
+        here = [t for t in runs if t.problem == problem and t.workers == workers]
+        return statistics.median(t.best_at(epochs=epochs) for t in here)
+
+    for name in sorted({t.strategy for t in traces} - {"script"}):  # the script is one worker whatever the count
+        runs = [t for t in traces if t.strategy == name]
+        problems = sorted({t.problem for t in runs})
+        for workers in counts[1:]:
+            cells = []
+            for budget in FTE_BUDGETS:
+                pairs = [(median_best(runs, p, counts[0], budget * epochs_per_fte),
+                          median_best(runs, p, workers, budget * epochs_per_fte)) for p in problems]  # fmt: skip
+                # inf: no trial complete yet at that budget (the ratio is then inf, or nan for both).
+                logs = [math.log(here / base) if math.isfinite(base) else math.nan for base, here in pairs]
+                cells.append(math.exp(statistics.mean(logs)) if logs else math.nan)
+            lines.append(f"{name:24} {workers:>7}" + "".join(f"{c:>10.3f}" for c in cells))
     return "\n".join(lines)
 
 
@@ -390,7 +423,12 @@ def _ints(text: str) -> list[int]:
 
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
     table = strategies()
-    names = args.strategies.split(",") if args.strategies else list(table)
+    names: list[str] = []
+    for piece in args.strategies.split(",") if args.strategies else list(table):
+        if names and "+" in names[-1] and "=" in piece and "+" not in piece and piece not in table:
+            names[-1] += "," + piece  # an option of the previous spec: tpe+median:warmup=auto,wave=0.25
+        else:
+            names.append(piece)
     unknown = [n for n in names if n not in table and "+" not in n]
     if unknown:
         raise SystemExit(f"unknown strategies {unknown}; known: {', '.join(table)} or SAMPLER+PRUNER specs")

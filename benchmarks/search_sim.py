@@ -160,16 +160,17 @@ def top_k_after_one_epoch(problem: Problem, workers: int, seed: int, *, trials: 
     jobs += [(i, 2, problem.epochs) for i in order]
     trace = Trace("top-k after 1 epoch", problem.name, workers, seed)
     free = [0.0] * workers
-    ends: list[tuple[float, int, int]] = []  # (time, epochs trained by this job, config if complete else -1)
+    # One entry per epoch trained, at the moment it ends, so the epochs a search has spent are
+    # counted as they are trained (a job's are not all counted at its end).
+    ends: list[tuple[float, int]] = []  # (time, config if that epoch completes it else -1)
     for config, first, last in jobs:
         w = min(range(workers), key=free.__getitem__)
-        seconds = sum(curves[config].seconds[first - 1 : last])
-        free[w] += seconds
-        ends.append((free[w], last - first + 1, config if last == problem.epochs else -1))
-    used = done = 0
+        for epoch in range(first, last + 1):
+            free[w] += curves[config].seconds[epoch - 1]
+            ends.append((free[w], config if epoch == problem.epochs else -1))
+    done = 0
     best = math.inf
-    for when, epochs, config in sorted(ends):
-        used += epochs
+    for used, (when, config) in enumerate(sorted(ends), start=1):
         if config >= 0:
             done += 1
             best = min(best, min(curves[config].values))

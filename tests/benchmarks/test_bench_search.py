@@ -28,7 +28,11 @@ def test_simulated_workers_on_the_surrogate(tmp_path):
     out = _run("simulate", "--tasks", "3945", "--workers", "1,4", "--seeds", "1", "--trials", "24",
                "--strategies", "default,script,random", "--out", str(tmp_path / "sim"), cwd=tmp_path)  # fmt: skip
     for name in ("default", "script", "random", "top-k after 1 epoch"):
-        assert out.count(f"\n{name} ") == 2, out  # a row for 1 and for 4 workers
+        assert out.count(f"\n{name} ") == 2 + (name != "script"), out  # 1 and 4 workers; 4 against 1
+    workers = out.split("ratio to 1 worker(s)")[1].split("\n\n")[0]
+    assert [line.split()[:2] for line in workers.splitlines()[2:]] == [
+        ["default", "4"], ["random", "4"], ["top-k", "after"]
+    ]  # fmt: skip
     assert "lcbench-3945, 4 worker(s), 24 trials" in out and "rank@126" in out
     correlations = json.loads((tmp_path / "sim" / "rank_correlation.json").read_text())
     assert len(correlations["lcbench-3945"]) == 52

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import optuna
 from optuna.distributions import FloatDistribution
 
-from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman
+from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman, top_k_after_one_epoch
 from search.settings import FIRST_RUNG_ATTR, make_pruner
 from search.settings._pruners import first_ranking_epoch
 
@@ -37,6 +37,15 @@ def test_the_clock_and_the_accounting_follow_the_workers():
     assert trace.events[-1].best == min(min(c) for c in trace.curves)
 
 
+def test_the_top_k_baseline_counts_epochs_as_they_are_trained():
+    trace = top_k_after_one_epoch(Toy(), workers=2, seed=0, trials=4, epochs_budget=16)
+    # 4 first epochs on 2 workers (2 s), then each worker continues one config for 3 epochs: the first
+    # complete trials end at 5 s, when 4 + 2 x 3 = 10 epochs have been trained (not 4 + 3).
+    first = next(e for e in trace.events if e.trials == 1)
+    assert first.seconds == 5.0 and first.epochs >= 9
+    assert [e.epochs for e in trace.events] == list(range(1, len(trace.events) + 1))
+
+
 def test_rank_correlation_per_epoch():
     curves = [Toy().curve({"x": x / 10}).values for x in range(10)]
     rho = epoch_rank_correlation(curves)
@@ -57,6 +66,24 @@ def _complete(number: int, x: float) -> optuna.trial.FrozenTrial:
 def test_the_first_rung_is_the_first_epoch_that_ranks_trials():
     trials = [_complete(n, x / 7) for n, x in enumerate(range(8))]
     assert first_ranking_epoch(trials, 0.8) == (2, 1.0)
+
+
+def _two_epochs(number: int, first: float, final: float) -> optuna.trial.FrozenTrial:
+    trial = _complete(number, 0.5)
+    trial.intermediate_values, trial.value = {1: first, 2: final}, final
+    return trial
+
+
+def test_with_confidence_a_few_trials_must_rank_more_clearly():
+    # Epoch 1 ranks these five trials with Spearman 0.9 (two neighbours swapped), epoch 2 exactly.
+    five = [_two_epochs(n, first, final) for n, (first, final) in enumerate([(2, 1), (1, 2), (3, 3), (4, 4), (5, 5)])]
+    assert first_ranking_epoch(five, 0.8) == (1, 0.9)
+    # 0.9 from five trials is not 0.8 at 80% confidence (its lower bound is about 0.70).
+    assert first_ranking_epoch(five, 0.8, confidence=0.8) == (2, 1.0)
+    # Forty trials ranked the same way at epoch 1 but for four swapped pairs are enough.
+    forty = [_two_epochs(n, float(n ^ 1 if n < 8 else n), float(n)) for n in range(40)]
+    assert first_ranking_epoch(forty, 0.8, confidence=0.8)[0] == 1
+    assert make_pruner("median:warmup=auto,conf=0.8", 4)._confidence == 0.8
 
 
 def test_adaptive_successive_halving_waits_then_prunes_from_the_ranking_epoch_and_says_so():
