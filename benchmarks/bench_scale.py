@@ -14,6 +14,11 @@ a small machine) is a one-time cost per worker, not orchestration. The end-to-en
 included, is printed too.
 
 Usage: python benchmarks/bench_scale.py [--workers 1,4,16,32] [--trial-seconds 1] [--trials-per-worker 4]
+CPU is accounted for too (the machine's busy time from /proc/stat, the workers' from their trials'
+``cpu_seconds``): per trial inside the workers, per trial elsewhere (PostgreSQL, the follower's
+polls), and per process outside its trials (start-up and exit), which says what bounds the rate
+when the machine's cores, not the trials, are the limit.
+
 Targets (issue 4): >= 90% of ideal throughput with 32 workers and 1 s trials; p50 orchestration < 100 ms.
 """
 
@@ -62,6 +67,7 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
                    "SEARCH_PROJECT_DIR": tmp, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # fmt: skip
             log = open(Path(tmp) / "bench.log", "ab")  # noqa: SIM115
             search = [sys.executable, "-m", "search"]
+            busy0, children0 = machine_busy_seconds(), children_cpu_seconds()
             start = subprocess.Popen(
                 [*search, "start", "--study", str(SLEEP_STUDY), "--trials", str(trials), "--workers", "0",
                  "--no-retrain", "--pruner", "none", "--study-option", f"epoch_seconds={trial_seconds / EPOCHS}",
@@ -75,6 +81,7 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
                      for _ in range(workers)]  # fmt: skip
             for proc in [*procs, start]:
                 proc.wait()
+            busy, children = machine_busy_seconds() - busy0, children_cpu_seconds() - children0
             study = optuna.load_study(
                 study_name="sleep", storage=storage.replace("postgresql:", "postgresql+psycopg2:")
             )
@@ -86,6 +93,7 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
     span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
     orchestration = sorted(t.user_attrs["overhead_seconds"] for t in done)
     ideal = workers / trial_seconds
+    in_trials = sum(t.user_attrs["cpu_seconds"] for t in done)
     return {
         "trials": len(done),
         "throughput": steady_throughput(done),
@@ -93,7 +101,25 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
         "ideal": ideal,
         "p50_ms": 1000 * statistics.median(orchestration),
         "p95_ms": 1000 * orchestration[int(0.95 * (len(orchestration) - 1))],
+        # CPU, whole machine: the workers' own in their trials (cpu_seconds: claim to tell, every
+        # thread), the rest of their processes' lives (imports, connecting, exit) per worker, and what
+        # the machine spent beside these processes (PostgreSQL's backends, mostly) per trial.
+        "cpu_trial_ms": 1000 * in_trials / len(done),
+        "cpu_outside_s": (children - in_trials) / (workers + 1),
+        "cpu_other_ms": 1000 * max(0.0, busy - children) / len(done),
     }
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (all but idle and iowait), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's waited-for children (the workers and the follower)."""
+    t = os.times()
+    return t.children_user + t.children_system
 
 
 def steady_throughput(trials: list) -> float:
@@ -136,14 +162,16 @@ def main() -> None:
     counts = [int(w) for w in args.workers.split(",")]
     check_capacity(args.admin_url, max(counts))
     print(f"{'workers':>7} {'trials':>6} {'trials/s':>9} {'ideal':>7} {'% ideal':>8} {'orch p50':>9} {'orch p95':>9}"
-          f" {'end-to-end':>11}")  # fmt: skip
+          f" {'end-to-end':>11} {'CPU/trial in worker':>19} {'elsewhere':>9}"
+          f" {'CPU/process outside trials':>26}")  # fmt: skip
     for workers in counts:
         started = time.monotonic()
         r = run_once(args.admin_url, workers, args.trial_seconds, workers * args.trials_per_worker)
         print(
             f"{workers:>7} {r['trials']:>6} {r['throughput']:>9.2f} {r['ideal']:>7.2f} "
             f"{100 * r['throughput'] / r['ideal']:>7.1f}% {r['p50_ms']:>7.0f}ms {r['p95_ms']:>7.0f}ms"
-            f" {r['end_to_end']:>9.2f}/s   ({time.monotonic() - started:.0f}s wall)",
+            f" {r['end_to_end']:>9.2f}/s {r['cpu_trial_ms']:>17.0f}ms {r['cpu_other_ms']:>7.0f}ms"
+            f" {r['cpu_outside_s']:>25.2f}s   ({time.monotonic() - started:.0f}s wall)",
             flush=True,
         )
 

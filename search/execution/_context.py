@@ -47,6 +47,8 @@ class WorkerContext:
 
     pruner_trials: Any = None
     """The study's trials as this worker's pruner last read them (``storage.StudyTrials``)."""
+    cpu_at_claim: float = 0.0
+    """``time.process_time()`` when this worker began claiming its current trial."""
 
     def __post_init__(self) -> None:
         import storage

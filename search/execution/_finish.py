@@ -61,6 +61,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         "wall_seconds": round(wall, 3),
         "fit_seconds": round(result.fit_seconds, 3),
         "overhead_seconds": round(max(0.0, wall - training), 4),
+        # The worker process's CPU (every thread) from the claim: training, service, MLflow writers.
+        "cpu_seconds": round(time.process_time() - ctx.cpu_at_claim, 4),
         "samples_per_second": round(result.samples_per_second, 1),
         "resumed_from_epoch": result.resumed_from_epoch,
     }

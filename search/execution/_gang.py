@@ -107,7 +107,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
     ctx.gang = Gang()
     _broadcast(("setup", ctx.record.study_ref, ctx.record.options, ctx.record.settings.seed))
     while True:
-        claimed_at = time.perf_counter()
+        claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
         trial, counts = ctx.coordinator.claim(ctx.optuna_study)
         if trial is None:
             if counts.state("RUNNING") == 0:

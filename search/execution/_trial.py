@@ -40,6 +40,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     ``claimed_at`` (a ``time.perf_counter()`` value) makes the claim part of the measured overhead.
     """
     started = claimed_at or time.perf_counter()
+    if claimed_at is None:
+        ctx.cpu_at_claim = time.process_time()
     # The watchdog ends first: a trial being finished normally is never failed as stalled.
     with heartbeat(ctx.coordinator, ctx.optuna_study, trial), watchdog(ctx, trial) as progress:
         base = logical_number(trial)

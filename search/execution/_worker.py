@@ -97,7 +97,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
     """Claim and run trials until none is left; ``stop()`` returning True ends the loop early."""
     report = WorkerReport(ctx.worker_id)
     while stop is None or not stop():
-        claimed_at = time.perf_counter()
+        claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
         trial, counts = ctx.coordinator.claim(ctx.optuna_study)
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.

@@ -59,6 +59,8 @@ def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
         trial = by_trial[int(run.data.tags["hpsearch.trial"])]
         history = client.get_metric_history(run.info.run_id, "val_loss")
         assert [m.step for m in history] == list(range(1, trial.user_attrs["epochs_run"] + 1))
+        # The worker's CPU for the trial: it trained, so some, and one worker thread at a time does most.
+        assert 0 < trial.user_attrs["cpu_seconds"] < 4 * trial.user_attrs["wall_seconds"]
         assert run.data.tags["hpsearch.state"] == trial.state.name
         assert "lr" in run.data.params and "lr" in run.data.metrics and "grad_norm" in run.data.metrics
         assert {"grad_norm_max", "skipped_steps", "nonfinite_grad_norms", "model_tflops"} <= set(run.data.metrics)
