@@ -59,6 +59,7 @@ PRUNER_OPTIONS: dict[str, dict[str, Option]] = {
         "bootstrap": Option(int, 0, "trials a rung needs before it prunes"),
         "startup": Option(int, 10, "with min=auto: complete trials before the first rung is chosen"),
         "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
+        "conf": Option(float, 0.5, "with auto: confidence that the correlation reaches rho (0.5: as measured)"),
     },
     "median": {
         "startup": Option(int, 5, "complete trials before anything is pruned"),
@@ -66,6 +67,7 @@ PRUNER_OPTIONS: dict[str, dict[str, Option]] = {
         "interval": Option(int, 1, "epochs between pruning checks"),
         "min_trials": Option(int, 1, "trials that must have reported an epoch before it is compared"),
         "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
+        "conf": Option(float, 0.5, "with auto: confidence that the correlation reaches rho (0.5: as measured)"),
     },
     "none": {},
 }
@@ -141,13 +143,15 @@ def make_pruner(spec: str, max_epochs: int) -> BasePruner:
         raise SearchError(f"bad pruner {spec!r}: factor must be >= 2")
     if opts.get("rho", 0) > 1:
         raise SearchError(f"bad pruner {spec!r}: rho is a rank correlation, at most 1")
+    if not 0 <= opts.get("conf", 0.5) < 1:
+        raise SearchError(f"bad pruner {spec!r}: conf is a probability below 1")
     if name == "successive-halving" and opts["min"] == "auto":
         return _pruners.AdaptiveSuccessiveHalving(
-            opts["factor"], opts["bootstrap"], max(3, opts["startup"]), opts["rho"]
+            opts["factor"], opts["bootstrap"], max(3, opts["startup"]), opts["rho"], opts["conf"]
         )
     if name == "median" and opts["warmup"] == "auto":
         return _pruners.AdaptiveMedian(
-            opts["startup"], opts["rho"], max(1, opts["interval"]), max(1, opts["min_trials"])
+            opts["startup"], opts["rho"], max(1, opts["interval"]), max(1, opts["min_trials"]), opts["conf"]
         )
     if name in ("hyperband", "successive-halving") and opts["min"] < 1:
         raise SearchError(f"bad pruner {spec!r}: min must be >= 1 epoch")
@@ -197,8 +201,9 @@ def describe(sampler: str, pruner: str) -> str:
              "gp": f"Gaussian process ({s.get('startup')} random trials first)", "random": "random search",
              "qmc": f"quasi-random {s.get('type')}", "cmaes": "CMA-ES"}[s_name]  # fmt: skip
     if p_name == "median":
-        start = ("the first epoch that ranks the complete trials (Spearman >= {rho:g})" if p["warmup"] == "auto"
-                 else "epoch {warmup}").format(**p)  # fmt: skip
+        sure = f" at {p['conf']:.0%} confidence" if p["conf"] > 0.5 else ""
+        start = (f"the first epoch that ranks the complete trials (Spearman >= {p['rho']:g}{sure})"
+                 if p["warmup"] == "auto" else f"epoch {p['warmup']}")  # fmt: skip
         rule = f"median rule from {start}, after {p['startup']} complete trials"
     elif p_name == "successive-halving":
         first = "the first epoch that ranks trials" if p["min"] == "auto" else f"epoch {p['min']}"

@@ -133,11 +133,13 @@ def spearman(pairs: list[tuple[float, float]]) -> float:
     return cov / var if var else 0.0
 
 
-def first_ranking_epoch(complete: list[FrozenTrial], threshold: float) -> tuple[int, float]:
+def first_ranking_epoch(complete: list[FrozenTrial], threshold: float, confidence: float = 0.5) -> tuple[int, float]:
     """The first epoch whose values rank ``complete`` trials as their final values do (Spearman >= threshold).
 
     Before that epoch a curve says little about where it ends, and pruning there throws good trials
-    away (on LCBench, epoch 1 ranks configurations no better than chance). Returns the epoch and its
+    away (on LCBench, epoch 1 ranks configurations no better than chance). With ``confidence`` above
+    0.5 the correlation must reach the threshold at that one-sided confidence, not just on the few
+    trials seen (Fisher's z with the Spearman variance 1.06 / (n - 3)). Returns the epoch and its
     correlation; the last epoch if none reaches the threshold.
     """
     last = max((max(t.intermediate_values, default=0) for t in complete), default=0)
@@ -147,9 +149,20 @@ def first_ranking_epoch(complete: list[FrozenTrial], threshold: float) -> tuple[
                  if epoch in t.intermediate_values and t.value is not None]  # fmt: skip
         if len(pairs) >= 3:
             rho = spearman(pairs)
-            if rho >= threshold:
+            if _lower_bound(rho, len(pairs), confidence) >= threshold:
                 return epoch, rho
     return max(last, 1), rho
+
+
+def _lower_bound(rho: float, n: int, confidence: float) -> float:
+    if confidence <= 0.5:
+        return rho
+    if n <= 3:
+        return -1.0
+    from statistics import NormalDist
+
+    z = math.atanh(max(-0.9999, min(0.9999, rho))) - NormalDist().inv_cdf(confidence) * math.sqrt(1.06 / (n - 3))
+    return math.tanh(z)
 
 
 def _first_complete(study: optuna.Study, n: int) -> list[FrozenTrial] | None:
@@ -173,8 +186,9 @@ class AdaptiveSuccessiveHalving(optuna.pruners.BasePruner):
     A complete trial stands in every rung it passed, also those it passed before the rungs existed.
     """
 
-    def __init__(self, factor: int, bootstrap: int, startup: int, rho: float) -> None:
+    def __init__(self, factor: int, bootstrap: int, startup: int, rho: float, confidence: float = 0.5) -> None:
         self._factor, self._bootstrap, self._startup, self._rho = factor, bootstrap, startup, rho
+        self._confidence = confidence
         self._min: int | None = None
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
@@ -184,7 +198,7 @@ class AdaptiveSuccessiveHalving(optuna.pruners.BasePruner):
             first = _first_complete(study, self._startup)
             if first is None:
                 return False
-            self._min, rho = first_ranking_epoch(first, self._rho)
+            self._min, rho = first_ranking_epoch(first, self._rho, self._confidence)
             _record_first_rung(study, self._min, rho, len(first))
         step = trial.last_step
         if step is None:
@@ -229,8 +243,9 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
     The warm-up follows the study: it is recomputed from every complete trial as they come in.
     """
 
-    def __init__(self, startup: int, rho: float, interval: int, min_trials: int) -> None:
+    def __init__(self, startup: int, rho: float, interval: int, min_trials: int, confidence: float = 0.5) -> None:
         self._startup, self._rho, self._interval, self._min_trials = startup, rho, interval, min_trials
+        self._confidence = confidence
         self._seen = -1
         self._inner: optuna.pruners.MedianPruner | None = None
 
@@ -242,7 +257,7 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
             return False
         if len(complete) != self._seen:
             self._seen = len(complete)
-            epoch, rho = first_ranking_epoch(complete, self._rho)
+            epoch, rho = first_ranking_epoch(complete, self._rho, self._confidence)
             if self._inner is None or self._inner._n_warmup_steps != epoch:
                 _record_first_rung(study, epoch, rho, len(complete), update=True)
             self._inner = optuna.pruners.MedianPruner(

@@ -97,6 +97,8 @@ def test_pruner_options_reach_the_pruner():
         ("tpe", "hyperband:factor=1", "factor must be >= 2"),
         ("tpe", "hyperband:min=20", "above the study's 6 search epochs"),
         ("tpe", "asha", "unknown pruner 'asha'"),
+        ("tpe", "median:warmup=auto,conf=1", "conf is a probability below 1"),
+        ("tpe", "median:warmup=auto,rho=1.5", "rho is a rank correlation, at most 1"),
     ],
 )
 def test_anything_else_is_refused_with_one_line(sampler, pruner, message):
