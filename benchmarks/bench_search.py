@@ -255,8 +255,8 @@ def script_main(args: argparse.Namespace) -> None:
             return False
 
         with tempfile.TemporaryDirectory() as tmp:
-            result = trainer.fit(model, data.train, data.val, data.task, config.replace(checkpoint_dir=Path(tmp)),
-                                 hooks=[report])  # fmt: skip
+            infra = studies.study_infra(study_def, params, study_def.search_fidelity).replace(checkpoint_dir=Path(tmp))
+            result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, hooks=[report])
         return min(float(h[study_def.metric]) for h in result.history)
 
     study = _script_study(type("P", (), {"name": study_def.name})(), args.seed)

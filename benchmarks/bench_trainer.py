@@ -10,7 +10,7 @@ the steadier one, since it does not count time the process spent waiting for a c
 
     python benchmarks/bench_trainer.py --device cpu --epochs 3 --repeats 5 [--compile]
 
-``--compile`` adds a third runner, ``trainer.fit`` with ``TrainConfig(compile=True)``; its warm-up
+``--compile`` adds a third runner, ``trainer.fit`` with ``Infra(compile=True)``; its warm-up
 call pays the compilation, which the timed calls (new models of the same shapes) then reuse.
 """
 
@@ -81,16 +81,10 @@ LAST_EPOCH: dict[str, float] = {}
 
 def with_trainer(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace, compile: bool = False) -> int:
     """``trainer.fit``; returns the number of samples trained (every row, every epoch)."""
-    config = trainer.TrainConfig(
-        compile=compile,
-        epochs=args.epochs,
-        batch_size=BATCH,
-        lr=LR,
-        mixed_precision=args.mixed_precision,
-        cpu=args.device == "cpu",
-    )
+    config = trainer.TrainConfig(epochs=args.epochs, batch_size=BATCH, lr=LR, mixed_precision=args.mixed_precision)
+    infra = trainer.Infra(compile=compile, cpu=args.device == "cpu")
     val = trainer.TensorData(x[:BATCH], y[:BATCH])  # one batch: validation is timed here too
-    result = trainer.fit(model, trainer.TensorData(x, y), val, trainer.Classification(10), config)
+    result = trainer.fit(model, trainer.TensorData(x, y), val, trainer.Classification(10), config, infra=infra)
     LAST_EPOCH.clear()
     LAST_EPOCH.update(result.history[-1])
     return args.epochs * len(x)

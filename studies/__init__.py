@@ -3,10 +3,11 @@
 A search trial and a retrain make the same calls: ``study = get_study("resmlp")`` (or a path to
 your own ``study.py``), then ``params = study.suggest(trial)`` (the only place a trial is seen),
 ``data = study.load_data()``, ``model = study.build_model(params, data)`` and
-``config = study.train_config(params, study.search_fidelity)``.
+``config = study.train_config(params, study.search_fidelity)``; how the fit runs is
+``infra = study_infra(study, params, study.search_fidelity)`` (the study's optional ``train_infra``).
 """
 
-from studies._base import Direction, Fidelity, Study, StudyData, as_bool, fidelities
+from studies._base import Direction, Fidelity, Study, StudyData, as_bool, fidelities, study_infra
 from studies._errors import DataError, StudyError, StudyLoadError
 from studies._loader import load_study_file
 from studies._registry import get_study, list_studies
@@ -24,4 +25,5 @@ __all__ = [
     "get_study",
     "list_studies",
     "load_study_file",
+    "study_infra",
 ]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, cast, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
     from torch import nn
 
-    from trainer import Task, TrainConfig, TrainData
+    from trainer import Infra, Task, TrainConfig, TrainData
 
 Direction = Literal["minimize", "maximize"]
 
@@ -102,7 +102,12 @@ class StudyData:
 
 @runtime_checkable
 class Study(Protocol):
-    """A search problem. See ``studies.resmlp`` for a complete example."""
+    """A search problem. See ``studies.resmlp`` for a complete example.
+
+    A study may also define ``train_infra(params, fidelity) -> trainer.Infra``: how its fits run
+    (e.g. ``channels_last`` for a convolutional network), none of which changes what is trained.
+    It is optional (read through :func:`study_infra`); the caller sets the checkpoint fields.
+    """
 
     name: str
     """Registered model name and default Optuna study name."""
@@ -127,3 +132,13 @@ class Study(Protocol):
     def train_config(self, params: Any, fidelity: Fidelity) -> TrainConfig:
         """The training config for ``params`` at ``fidelity`` (epochs come from the fidelity)."""
         ...
+
+
+def study_infra(study: Study, params: Any, fidelity: Fidelity) -> Infra:
+    """``study.train_infra(params, fidelity)`` where the study defines it, else ``trainer.Infra()``."""
+    choose = getattr(study, "train_infra", None)
+    if choose is None:
+        import trainer
+
+        return trainer.Infra()
+    return cast("Infra", choose(params, fidelity))

@@ -23,6 +23,7 @@ from studies._errors import StudyLoadError
 
 _ATTRIBUTES = ("name", "metric", "direction", "search_fidelity", "full_fidelity")
 _METHODS = ("suggest", "load_data", "build_model", "train_config")
+_OPTIONAL_METHODS = ("train_infra",)
 _DIRECTIONS = ("minimize", "maximize")
 
 
@@ -55,7 +56,8 @@ def check_study(obj: Any, source: str) -> Study:
     missing = [name for name in (*_ATTRIBUTES, *_METHODS) if not hasattr(obj, name)]
     if missing:
         raise StudyLoadError(f"{source}: study object ({kind}) is missing {', '.join(missing)}")
-    not_callable = [name for name in _METHODS if not callable(getattr(obj, name))]
+    methods = (*_METHODS, *(name for name in _OPTIONAL_METHODS if hasattr(obj, name)))
+    not_callable = [name for name in methods if not callable(getattr(obj, name))]
     if not_callable:
         raise StudyLoadError(f"{source}: study object ({kind}) has non-callable {', '.join(not_callable)}")
     if obj.direction not in _DIRECTIONS:

@@ -3,7 +3,10 @@
 ``trainer`` fits any ``nn.Module``. It knows nothing of Optuna or MLflow: callers observe
 training through :class:`Hook` (may stop training) and :class:`MetricsSink` (records metrics).
 
-    result = trainer.fit(model, train, val, task, config, hooks=[prune_hook], sink=logger)
+    result = trainer.fit(model, train, val, task, config, infra=infra, hooks=[prune_hook], sink=logger)
+
+``config`` (:class:`TrainConfig`) is what is trained, the hyperparameters; ``infra`` (:class:`Infra`)
+is where and how: device, data workers, checkpoints. A resume may change the second, never the first.
 """
 
 from trainer._checkpoint import load_checkpoint, load_model_weights
@@ -12,6 +15,7 @@ from trainer._data import TensorData, TrainData
 from trainer._errors import CheckpointError, ConfigError, DivergenceError, TrainerError
 from trainer._evaluate import evaluate
 from trainer._hooks import EarlyStopping, Hook, MetricsSink
+from trainer._infra import Infra
 from trainer._loop import fit
 from trainer._lr_find import LRRange, lr_range_test
 from trainer._profile import Profile, profiled
@@ -28,6 +32,7 @@ __all__ = [
     "FanOut",
     "FitResult",
     "Hook",
+    "Infra",
     "LRRange",
     "LanguageModeling",
     "MetricsSink",

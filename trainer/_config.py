@@ -1,11 +1,13 @@
-"""Training configuration: one frozen dataclass that validates itself."""
+"""What is trained: the hyperparameters, one frozen dataclass that validates itself.
+
+Where and how a fit runs (device, workers, checkpoints) is :class:`~trainer.Infra`, apart, so that a
+resume can insist on the same config and let everything else change.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from trainer._errors import ConfigError
@@ -16,7 +18,10 @@ Sharding = Literal["ddp", "fsdp"]
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How to fit a model. Infrastructure-independent: the same config runs on CPU or GPUs."""
+    """What is trained: every field shapes the result, so a resume refuses any change to one.
+
+    Infrastructure-independent: the same config runs on CPU or GPUs (see :class:`~trainer.Infra`).
+    """
 
     epochs: int
     """Number of passes over the training data (``--epochs``)."""
@@ -38,41 +43,10 @@ class TrainConfig:
     """Autocast dtype: ``no``, ``bf16`` or ``fp16`` (fp16 needs CUDA)."""
     seed: int = 0
     """Seeds model-independent randomness: shuffling, dropout."""
-    checkpoint_dir: Path | None = None
-    """Where to write one checkpoint per epoch; ``None`` writes none."""
-    keep_last: int = 2
-    """How many most recent epoch checkpoints to keep (the best by validation loss is always kept)."""
-    checkpoint_every: float = 0.0
-    """Seconds of training a killed run may lose. 0 writes a checkpoint after every epoch. Above 0,
-    one is written after an epoch when the next epoch would end more than this after the last
-    checkpoint (the start of the fit, at first), so every epoch once epochs take this long, and
-    always after the last epoch: a run of many short epochs saves every ``checkpoint_every``
-    seconds, not every epoch. ``best.pt`` is then not kept (its epoch may never have been saved)."""
-    resume: bool = True
-    """Resume from the newest good checkpoint in ``checkpoint_dir`` when there is one."""
-    cpu: bool = False
-    """Train on CPU even when CUDA is available."""
-    num_workers: int = 2
-    """DataLoader workers, used only for datasets that are not in-memory tensors."""
     sharding: Sharding = "ddp"
     """How a multi-process fit splits the work: ``ddp`` replicates the model on every process;
     ``fsdp`` shards parameters, gradients and optimizer state over them (FSDP2), for models that do
     not fit one device. A single-process fit ignores it. ``fsdp`` takes ``no`` or ``bf16`` precision."""
-    compile: bool = False
-    """Compile the model's forward (and so its backward) with ``torch.compile`` for this fit. The
-    first step pays the compilation (seconds to minutes); a later fit in the same process of a model
-    with the same code and shapes reuses it. Meant for long trials on GPUs (not measured here); on
-    this 2-core CPU it lost: 0.88x the plain loop's samples/s against 1.07x uncompiled
-    (``bench_trainer.py --compile``, a 128-256x4-10 MLP). The caller's module is left uncompiled."""
-    channels_last: bool = False
-    """On CUDA, keep the model's 4-D weights (and so its convolutions' activations) channels-last,
-    the layout tensor-core convolutions run fastest in. No effect on CPU."""
-    cudnn_benchmark: bool = False
-    """On CUDA, let cuDNN time its convolution algorithms for each new input shape and keep the
-    fastest (worth it when shapes repeat, as fixed-size image batches do). No effect on CPU."""
-    tf32: bool = True
-    """On CUDA GPUs from Ampere on, run float32 matmuls and convolutions on TF32 tensor cores (about
-    8x the float32 rate, 10-bit mantissa products with float32 accumulation). No effect on CPU."""
 
     def __post_init__(self) -> None:
         _check(self.epochs >= 1, f"epochs must be >= 1 (--epochs), got {self.epochs}")
@@ -101,14 +75,6 @@ class TrainConfig:
             not (self.sharding == "fsdp" and self.mixed_precision == "fp16"),
             "sharding='fsdp' takes mixed_precision 'no' or 'bf16', not 'fp16' (no sharded gradient scaler here)",
         )
-        _check(self.keep_last >= 1, f"keep_last must be >= 1, got {self.keep_last}")
-        _check(
-            0 <= self.checkpoint_every < math.inf,
-            f"checkpoint_every must be a number of seconds >= 0, got {self.checkpoint_every}",
-        )
-        _check(self.num_workers >= 0, f"num_workers must be >= 0, got {self.num_workers}")
-        if self.checkpoint_dir is not None and not isinstance(self.checkpoint_dir, Path):
-            object.__setattr__(self, "checkpoint_dir", Path(self.checkpoint_dir))
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
 
     def replace(self, **changes: Any) -> TrainConfig:
@@ -119,7 +85,6 @@ class TrainConfig:
         """Plain types only, so the dict survives ``torch.load(weights_only=True)`` and JSON."""
         out = dataclasses.asdict(self)
         out["betas"] = list(self.betas)
-        out["checkpoint_dir"] = None if self.checkpoint_dir is None else str(self.checkpoint_dir)
         return out
 
 

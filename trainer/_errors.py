@@ -8,7 +8,7 @@ class TrainerError(Exception):
 
 
 class ConfigError(TrainerError, ValueError):
-    """A :class:`~trainer.TrainConfig` value is invalid or cannot run on this machine.
+    """A :class:`~trainer.TrainConfig` or :class:`~trainer.Infra` value is invalid or cannot run here.
 
     The message names the offending setting (and its CLI flag where there is one).
     """

@@ -10,6 +10,7 @@ from torch import nn
 
 from trainer._config import TrainConfig
 from trainer._data import Batches, IndexPlan, TrainData, dataset_size, make_batches
+from trainer._infra import Infra
 from trainer._runtime import make_accelerator
 from trainer._sharding import is_sharded
 from trainer._tasks import State, Task
@@ -48,6 +49,7 @@ def evaluate(
     task: Task,
     config: TrainConfig,
     *,
+    infra: Infra | None = None,
     return_state: Literal[False] = False,
 ) -> dict[str, float]: ...
 
@@ -59,6 +61,7 @@ def evaluate(
     task: Task,
     config: TrainConfig,
     *,
+    infra: Infra | None = None,
     return_state: Literal[True],
 ) -> tuple[dict[str, float], State]: ...
 
@@ -69,13 +72,14 @@ def evaluate(
     task: Task,
     config: TrainConfig,
     *,
+    infra: Infra | None = None,
     return_state: bool = False,
 ) -> dict[str, float] | tuple[dict[str, float], State]:
     """Metrics of ``model`` on ``data`` (e.g. the test split at retrain), exact across processes.
 
-    Uses ``config``'s device choice, precision, ``batch_size`` and ``num_workers``; moves ``model``
-    to the device. Metric names are the task's (``val_loss``, ``val_accuracy`` ...) whatever split
-    ``data`` is.
+    Uses ``config``'s precision and ``batch_size``, and ``infra``'s device choice, ``num_workers`` and
+    speed switches (``None``: ``Infra()``); moves ``model`` to the device. Metric names are the task's
+    (``val_loss``, ``val_accuracy`` ...) whatever split ``data`` is.
 
     Args:
         return_state: also return the reduced sums, on CPU. For :class:`~trainer.Classification`
@@ -84,7 +88,8 @@ def evaluate(
     Returns:
         The metrics on every process, or ``(metrics, state)`` with ``return_state=True``.
     """
-    accelerator = make_accelerator(config)
+    infra = Infra() if infra is None else infra
+    accelerator = make_accelerator(config, infra)
     model.to(accelerator.device)
     plan = IndexPlan(
         dataset_size(data),
@@ -92,7 +97,7 @@ def evaluate(
         rank=accelerator.process_index,
         world=accelerator.num_processes,
     )
-    batches = make_batches(data, plan, accelerator.device, config.num_workers)
+    batches = make_batches(data, plan, accelerator.device, infra.num_workers)
     state = validate(accelerator, model, batches, task)
     metrics = task.compute(state)
     if return_state:

@@ -18,6 +18,7 @@ from trainer._data import IndexPlan, TrainData, dataset_size, make_batches
 from trainer._errors import ConfigError
 from trainer._evaluate import validate
 from trainer._hooks import Hook, MetricsSink
+from trainer._infra import Infra
 from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
 from trainer._result import FitResult
@@ -37,6 +38,7 @@ def fit(
     task: Task,
     config: TrainConfig,
     *,
+    infra: Infra | None = None,
     hooks: Sequence[Hook] = (),
     sink: MetricsSink | None = None,
     on_step: Callable[[], object] | None = None,
@@ -56,12 +58,13 @@ def fit(
     ``epoch_seconds`` includes validation and ``samples_per_second`` does not. The model is left on
     the training device.
 
-    With ``config.checkpoint_dir`` set, the full training state is saved after every epoch (with
-    ``config.checkpoint_every``, as often as losing at most that many seconds needs), and
-    with ``config.resume`` a call continues after the newest checkpoint that loads (damaged ones
-    are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run would have.
-    A checkpoint trained with other hyperparameters (anything but ``resume``, ``checkpoint_dir``,
-    ``keep_last``, ``checkpoint_every``, ``num_workers``, ``cpu`` and the CUDA speed switches) is refused with a
+    ``config`` is what is trained; ``infra`` where and how (device, data workers, checkpoints, speed
+    switches; ``None``: ``Infra()``). With ``infra.checkpoint_dir`` set, the full training state is
+    saved after every epoch (with ``infra.checkpoint_every``, as often as losing at most that many
+    seconds needs), and with ``infra.resume`` a call continues after the newest checkpoint that loads
+    (damaged ones are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run
+    would have. ``infra`` may differ from the interrupted run's; a checkpoint trained with another
+    ``config`` (any field, ``epochs`` included) or by another number of processes is refused with a
     :class:`CheckpointError`.
 
     ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
@@ -71,10 +74,10 @@ def fit(
             (``batch_size x grad_accum_steps x processes``) exceeds the training rows.
         DivergenceError: the training loss became NaN or infinite.
         CheckpointError: the checkpoint to resume from does not fit ``model`` or was trained with
-            other hyperparameters.
+            another ``config`` or number of processes.
     """
     started = time.perf_counter()
-    run = _setup(model, train, val, task, config)
+    run = _setup(model, train, val, task, config, Infra() if infra is None else infra)
     if on_step is not None:
         run.on_step = on_step
     try:
@@ -95,17 +98,17 @@ def _train(run: Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | N
     return None
 
 
-def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig) -> Run:
-    accelerator = make_accelerator(config)
+def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, config: TrainConfig, infra: Infra) -> Run:
+    accelerator = make_accelerator(config, infra)
     set_seed(config.seed, device_specific=True)  # seed + rank: each process its own dropout stream
     train_plan, val_plan = _plans(train, val, config, accelerator)
-    train_batches = make_batches(train, train_plan, accelerator.device, config.num_workers)
-    val_batches = make_batches(val, val_plan, accelerator.device, config.num_workers)
+    train_batches = make_batches(train, train_plan, accelerator.device, infra.num_workers)
+    val_batches = make_batches(val, val_plan, accelerator.device, infra.num_workers)
     checkpoints = None
-    if config.checkpoint_dir is not None:
+    if infra.checkpoint_dir is not None:
         is_main = accelerator.is_main_process
-        checkpoints = Checkpointer(config.checkpoint_dir, config.keep_last, writer=is_main)
-    if config.channels_last and accelerator.device.type == "cuda":
+        checkpoints = Checkpointer(infra.checkpoint_dir, infra.keep_last, writer=is_main)
+    if infra.channels_last and accelerator.device.type == "cuda":
         model = model.to(accelerator.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     sharded = config.sharding == "fsdp" and accelerator.num_processes > 1
     sharded_module = None
@@ -118,10 +121,11 @@ def _setup(model: nn.Module, train: TrainData, val: TrainData, task: Task, confi
         optimizer = accelerator.prepare(optimizer)
     else:
         model, optimizer = accelerator.prepare(model, optimizer)  # last: from here on `fit` must release
-    if config.compile:  # around the DDP wrapper, as Accelerate does; checkpoints see the plain module
+    if infra.compile:  # around the DDP wrapper, as Accelerate does; checkpoints see the plain module
         model = cast(nn.Module, torch.compile(model))
     return Run(
         config=config,
+        infra=infra,
         task=task,
         accelerator=accelerator,
         model=model,
@@ -201,7 +205,7 @@ def _speed(run: Run, samples_per_second: float) -> dict[str, float]:
     device = run.accelerator.device
     if run.flops.per_row:
         out["model_tflops"] = run.flops.per_row * samples_per_second / 1e12
-        peak = peak_tflops(device, run.config.mixed_precision, run.config.tf32)
+        peak = peak_tflops(device, run.config.mixed_precision, run.infra.tf32)
         if peak:
             out["mfu"] = out["model_tflops"] / (peak * run.accelerator.num_processes)
     memory = peak_memory_mb(device)
@@ -217,14 +221,14 @@ def _record(run: Run, epoch: int, metrics: dict[str, float]) -> None:
     if is_best:
         run.best_epoch, run.best_val_loss = epoch, metrics["val_loss"]
     if run.checkpoints is not None and _checkpoint_due(run, epoch, metrics["epoch_seconds"]):
-        run.checkpoints.save(snapshot(run), epoch, is_best=is_best and not run.config.checkpoint_every)
+        run.checkpoints.save(snapshot(run), epoch, is_best=is_best and not run.infra.checkpoint_every)
         run.saved_at = time.perf_counter()
 
 
 def _checkpoint_due(run: Run, epoch: int, epoch_seconds: float) -> bool:
     """After every epoch, or (``checkpoint_every``) when waiting for the next one would lose more;
     the main process decides for all, since writing one is a collective (gathers, FSDP state)."""
-    every = run.config.checkpoint_every
+    every = run.infra.checkpoint_every
     due = not every or epoch == run.config.epochs or time.perf_counter() - run.saved_at + epoch_seconds >= every
     if run.accelerator.num_processes > 1:
         from accelerate.utils import broadcast_object_list
@@ -270,5 +274,5 @@ def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
         fit_seconds=seconds,
         callback_seconds=run.callback_seconds,
         resumed_from_epoch=run.resumed_from,
-        best_checkpoint=None if run.checkpoints is None or config.checkpoint_every else run.checkpoints.best_path,
+        best_checkpoint=None if run.checkpoints is None or run.infra.checkpoint_every else run.checkpoints.best_path,
     )

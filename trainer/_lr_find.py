@@ -17,6 +17,7 @@ from torch import nn
 
 from trainer._config import TrainConfig
 from trainer._data import TrainData
+from trainer._infra import Infra
 from trainer._loop import _setup
 from trainer._runtime import release_model
 from trainer._step import clip_gradients
@@ -40,17 +41,19 @@ class LRRange:
     """Why the test ended: ``diverged at lr ...`` or ``end of range``."""
 
 
-def lr_range_test(model: nn.Module, train: TrainData, task: Task, config: TrainConfig, *, start_lr: float = 1e-7,
-                  end_lr: float = 10.0, steps: int = 200, smoothing: float = 0.98,
+def lr_range_test(model: nn.Module, train: TrainData, task: Task, config: TrainConfig, *, infra: Infra | None = None,
+                  start_lr: float = 1e-7, end_lr: float = 10.0, steps: int = 200, smoothing: float = 0.98,
                   diverge: float = 4.0) -> LRRange:  # fmt: skip
     """Run the test on ``model`` (its weights are restored afterwards) with ``config``'s optimizer,
-    batch size, precision and clipping; ``config.lr`` and its schedule are replaced by the sweep."""
+    batch size, precision and clipping; ``config.lr`` and its schedule are replaced by the sweep.
+    ``infra`` (``None``: ``Infra()``) picks the device, workers and speed switches; no checkpoints."""
     if not 0 < start_lr < end_lr:
         raise ValueError(f"need 0 < start_lr < end_lr, got {start_lr} and {end_lr}")
     if steps < 10:
         raise ValueError(f"steps must be >= 10, got {steps}")
     saved = copy.deepcopy(model.state_dict())
-    run = _setup(model, train, train, task, config.replace(checkpoint_dir=None, grad_accum_steps=1, epochs=1))
+    infra = (Infra() if infra is None else infra).replace(checkpoint_dir=None)
+    run = _setup(model, train, train, task, config.replace(grad_accum_steps=1, epochs=1), infra)
     growth = (end_lr / start_lr) ** (1 / (steps - 1))
     lrs: list[float] = []
     raw: list[float] = []

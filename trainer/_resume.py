@@ -10,26 +10,9 @@ from accelerate.utils import gather_object
 from trainer._checkpoint import capture_rng, restore_rng
 from trainer._config import TrainConfig
 from trainer._errors import CheckpointError
+from trainer._infra import Infra
 from trainer._run import Run
 from trainer._sharding import full_state, is_sharded, load_full_state
-
-# Settings that may change between a run and its resumption without changing what is trained.
-# Every other field is a hyperparameter: a resume with another value is refused (``epochs`` too: the
-# schedule's length depends on it, so a changed one would bend the learning rate mid-run).
-_RESUMABLE_CHANGES = frozenset(
-    {
-        "resume",
-        "checkpoint_dir",
-        "keep_last",
-        "checkpoint_every",
-        "num_workers",
-        "cpu",
-        "tf32",
-        "channels_last",
-        "cudnn_benchmark",
-        "compile",
-    }
-)
 
 
 def snapshot(run: Run) -> dict[str, Any]:
@@ -52,14 +35,15 @@ def snapshot(run: Run) -> dict[str, Any]:
         "val_loss": run.history[-1]["val_loss"],
         "best_epoch": run.best_epoch,
         "best_val_loss": run.best_val_loss,
-        "config": run.config.to_dict(),
+        "config": run.config.to_dict(),  # what a resume must match
+        "infra": run.infra.to_dict(),  # for information: a resume may run otherwise
     }
 
 
 def resume(run: Run) -> None:
     if run.checkpoints is None:
         return
-    state = run.checkpoints.load_latest() if run.config.resume else None
+    state = run.checkpoints.load_latest() if run.infra.resume else None
     run.accelerator.wait_for_everyone()  # every process has read before the main process prunes
     run.checkpoints.discard_after(0 if state is None else state["epoch"])
     if state is not None:
@@ -67,11 +51,11 @@ def resume(run: Run) -> None:
 
 
 def _restore(run: Run, state: dict[str, Any]) -> None:
-    _refuse_config_change(state, run.config)
+    _refuse_config_change(state, run.config, run.infra)
     world, saved_world = run.accelerator.num_processes, state.get("world_size", 1)
     if saved_world != world:
         raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {run.config.checkpoint_dir}: it was trained by "
+            f"cannot resume from epoch {state['epoch']} in {run.infra.checkpoint_dir}: it was trained by "
             f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
         )
     module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
@@ -82,7 +66,7 @@ def _restore(run: Run, state: dict[str, Any]) -> None:
             module.load_state_dict(state["model"])
             run.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
-        where = run.config.checkpoint_dir
+        where = run.infra.checkpoint_dir
         raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc
     run.scheduler.load_state_dict(state["scheduler"])
     if run.accelerator.scaler is not None and state["scaler"] is not None:
@@ -95,12 +79,15 @@ def _restore(run: Run, state: dict[str, Any]) -> None:
     run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
 
 
-def _refuse_config_change(state: Mapping[str, Any], config: TrainConfig) -> None:
+def _refuse_config_change(state: Mapping[str, Any], config: TrainConfig, infra: Infra) -> None:
+    """Every ``TrainConfig`` field must match the checkpoint's (``epochs`` too: the schedule's length
+    depends on it). Older checkpoints also hold the infrastructure in ``config``: those keys are not
+    ``TrainConfig``'s, so they are not compared; nor is a field the checkpoint predates."""
     saved, current = state["config"], config.to_dict()
-    changed = [k for k in current if k not in _RESUMABLE_CHANGES and k in saved and saved[k] != current[k]]
+    changed = [k for k in current if k in saved and saved[k] != current[k]]
     if changed:
         what = ", ".join(f"{k}={saved[k]!r} (now {current[k]!r})" for k in changed)
         raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {config.checkpoint_dir}: it was trained with "
-            f"{what}; resume with the same hyperparameters, or set resume=False to start over"
+            f"cannot resume from epoch {state['epoch']} in {infra.checkpoint_dir}: it was trained with "
+            f"{what}; resume with the same hyperparameters, or start over with Infra(resume=False)"
         )

@@ -14,6 +14,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from trainer._checkpoint import Checkpointer
 from trainer._config import TrainConfig
 from trainer._data import Batches, MicroBatch
+from trainer._infra import Infra
 from trainer._tasks import Task
 from trainer._throughput import FlopCount
 
@@ -23,6 +24,7 @@ class Run:
     """What one call to ``fit`` trains with, and how far it has got."""
 
     config: TrainConfig
+    infra: Infra
     task: Task
     accelerator: Accelerator
     model: nn.Module

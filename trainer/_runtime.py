@@ -1,4 +1,4 @@
-"""The Accelerate side: building an ``Accelerator`` for a config and handing the model back after."""
+"""The Accelerate side: building an ``Accelerator`` for a fit and handing the model back after."""
 
 from __future__ import annotations
 
@@ -9,24 +9,25 @@ from torch import nn
 
 from trainer._config import TrainConfig
 from trainer._errors import ConfigError
+from trainer._infra import Infra
 
 
-def make_accelerator(config: TrainConfig) -> Accelerator:
-    """An ``Accelerator`` for ``config``; on CPU when ``config.cpu`` is set or there is no CUDA.
+def make_accelerator(config: TrainConfig, infra: Infra) -> Accelerator:
+    """An ``Accelerator`` for ``config``'s precision; on CPU when ``infra.cpu`` is set or there is no CUDA.
 
     Raises:
         ConfigError: fp16 was asked for without CUDA (CPU autocast supports bf16 only).
     """
-    cpu = config.cpu or not torch.cuda.is_available()
+    cpu = infra.cpu or not torch.cuda.is_available()
     if config.mixed_precision == "fp16" and cpu:
         raise ConfigError("mixed_precision='fp16' needs a CUDA GPU (--mixed-precision); use 'bf16' or 'no' on CPU")
     _forget_other_settings(config.mixed_precision, cpu)
     if not cpu:  # process-wide switches, set for every fit since trials may differ
         # The long-standing API, which inductor and most code read: setting torch's newer
         # fp32_precision instead makes every reader of the old one raise ("mix of ... APIs").
-        torch.set_float32_matmul_precision("high" if config.tf32 else "highest")
-        torch.backends.cudnn.allow_tf32 = config.tf32
-        torch.backends.cudnn.benchmark = config.cudnn_benchmark
+        torch.set_float32_matmul_precision("high" if infra.tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = infra.tf32
+        torch.backends.cudnn.benchmark = infra.cudnn_benchmark
     # Accumulation is fit's own (a step may end early, on the epoch's remainder), so Accelerate
     # must neither divide the loss nor hold back optimizer steps.
     return Accelerator(mixed_precision=config.mixed_precision, gradient_accumulation_steps=1, cpu=cpu)

@@ -22,7 +22,7 @@ def counted_micro_step(run: Run, x: Any, y: Any, micro: MicroBatch) -> Tensor:
     every later step. A compiled multi-process run counts nothing (no ``model_tflops`` or ``mfu``).
     """
     model = run.model
-    if run.config.compile:
+    if run.infra.compile:
         if run.accelerator.num_processes > 1:
             run.flops.skip()
             return micro_step(run, x, y, micro, model)

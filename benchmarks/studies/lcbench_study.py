@@ -120,7 +120,10 @@ class LCBenchStudy:
         return CurveModel(losses, [s * self.time_scale for s in seconds])
 
     def train_config(self, params: LCBenchParams, fidelity: Fidelity) -> trainer.TrainConfig:
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=1e-3, max_grad_norm=None, num_workers=0)
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=1e-3, max_grad_norm=None)
+
+    def train_infra(self, params: LCBenchParams, fidelity: Fidelity) -> trainer.Infra:
+        return trainer.Infra(num_workers=0)
 
 
 def make_study(task: str = "3945", time_scale: float = 0.001, epochs: int = 52) -> LCBenchStudy:

@@ -60,8 +60,11 @@ class SleepStudy:
 
     def train_config(self, params: SleepParams, fidelity: Fidelity) -> trainer.TrainConfig:
         return trainer.TrainConfig(
-            epochs=fidelity.epochs, batch_size=per_process_batch(), lr=params.lr, max_grad_norm=None, num_workers=0
+            epochs=fidelity.epochs, batch_size=per_process_batch(), lr=params.lr, max_grad_norm=None
         )
+
+    def train_infra(self, params: SleepParams, fidelity: Fidelity) -> trainer.Infra:
+        return trainer.Infra(num_workers=0)
 
 
 def per_process_batch(rows: int = 4) -> int:

@@ -49,6 +49,7 @@ def lr_find(**kwargs: Any) -> None:
     from search.exceptions import SearchError
     from search.observation import lr_find_figure
     from search.settings import load_study, middle_params, parse_options, study_ref
+    from studies import study_infra
 
     study = load_study(study_ref(kwargs["study"]), parse_options(kwargs["study_option"]))
     try:
@@ -59,9 +60,10 @@ def lr_find(**kwargs: Any) -> None:
     data = study.load_data()
     model = study.build_model(params, data)
     config = study.train_config(params, study.search_fidelity)
+    infra = study_infra(study, params, study.search_fidelity)
     started = time.perf_counter()
     try:
-        found = trainer.lr_range_test(model, data.train, data.task, config, start_lr=kwargs["start_lr"],
+        found = trainer.lr_range_test(model, data.train, data.task, config, infra=infra, start_lr=kwargs["start_lr"],
                                       end_lr=kwargs["end_lr"], steps=kwargs["steps"])  # fmt: skip
     except ValueError as exc:
         raise SearchError(f"lr-find: {exc}") from None

@@ -128,6 +128,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
 
 def _follow(rank: int) -> None:
     import trainer
+    from studies import study_infra
 
     _, ref, options, seed = _broadcast()
     study = load_study(ref, options)
@@ -140,15 +141,16 @@ def _follow(rank: int) -> None:
         if message[0] != "fit":
             continue
         _, number, params, ckpt_dir = message
-        config = study.train_config(params, study.search_fidelity).replace(
-            checkpoint_dir=Path(ckpt_dir), resume=True, keep_last=1, sharding=group_sharding()
+        config = study.train_config(params, study.search_fidelity).replace(sharding=group_sharding())
+        infra = study_infra(study, params, study.search_fidelity).replace(
+            checkpoint_dir=Path(ckpt_dir), resume=True, keep_last=1
         )
 
-        def fit(config: Any, params: Any = params) -> Any:
-            return trainer.fit(study.build_model(params, data), train, data.val, data.task, config)
+        def fit(config: Any, infra: Any, params: Any = params) -> Any:
+            return trainer.fit(study.build_model(params, data), train, data.val, data.task, config, infra=infra)
 
         try:
-            result = fit_or_start_over(fit, config, f"rank {rank}: trial {number}")
+            result = fit_or_start_over(fit, config, infra, f"rank {rank}: trial {number}")
         except trainer.DivergenceError:
             continue  # raised on every rank at the same step; rank 0 ends the trial
         Gang().gather_epochs(result.epochs_run)

@@ -119,8 +119,8 @@ def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
         log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
 
 
-def fit_or_start_over(fit: Any, config: Any, what: str) -> Any:
-    """``fit(config)``, and when its checkpoints cannot be resumed here, ``fit`` from scratch.
+def fit_or_start_over(fit: Any, config: Any, infra: Any, what: str) -> Any:
+    """``fit(config, infra)``, and when its checkpoints cannot be resumed here, ``fit`` from scratch.
 
     A retry may land on a worker unlike the first attempt's: other GPUs (``precision=auto`` resolves
     to another dtype), another group size or ``--sharding``. The trainer refuses such a checkpoint
@@ -130,19 +130,21 @@ def fit_or_start_over(fit: Any, config: Any, what: str) -> Any:
     import trainer
 
     try:
-        return fit(config)
+        return fit(config, infra)
     except trainer.CheckpointError as exc:
         log.warning("%s starts over: %s", what, exc)
-        return fit(config.replace(resume=False))
+        return fit(config, infra.replace(resume=False))
 
 
 def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
          progress: Progress | None = None, board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
     import trainer
+    from studies import study_infra
 
     progress = progress or Progress()  # without a watchdog, nobody looks at it
     params = suggest_params(ctx.study, ctx.coordinator.storage, trial)
-    config = ctx.study.train_config(params, ctx.study.search_fidelity).replace(
+    config = ctx.study.train_config(params, ctx.study.search_fidelity)
+    infra = study_infra(ctx.study, params, ctx.study.search_fidelity).replace(
         checkpoint_dir=ckpt_dir,
         resume=True,
         keep_last=2,  # two, so a damaged newest one has a fallback
@@ -159,13 +161,13 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         board.hparams = params_dict(params)
         sink = trainer.FanOut(run, board)
 
-    def fit(config: Any) -> Any:
+    def fit(config: Any, infra: Any) -> Any:
         model = ctx.study.build_model(params, ctx.data)
         progress.watch(model)  # every finished training or validation batch is progress, as is every step
-        return trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, hooks=[hook], sink=sink,
-                           on_step=progress.step)  # fmt: skip
+        return trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, infra=infra, hooks=[hook],
+                           sink=sink, on_step=progress.step)  # fmt: skip
 
-    result = fit_or_start_over(fit, config, f"trial {trial.number}")
+    result = fit_or_start_over(fit, config, infra, f"trial {trial.number}")
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
     return result, hook

@@ -37,7 +37,7 @@ class SearchSettings:
     checkpoint_every: int = 30
     """Seconds of training a killed trial may lose (one epoch, if epochs are longer): a trial is
     checkpointed when its next epoch would end more than this after its last checkpoint, not after
-    every epoch (``TrainConfig.checkpoint_every``); 0: after every epoch."""
+    every epoch (``trainer.Infra.checkpoint_every``); 0: after every epoch."""
 
 
 def parse_stall_timeout(value: object) -> int | None:

@@ -34,18 +34,20 @@ def profile_trial(coordinator: Coordinator, tracker: Tracker, trial: FrozenTrial
     import optuna
 
     import trainer
+    from studies import study_infra
 
     record = coordinator.read_record()
     study = load_study(record.study_ref, record.options, record.narrow)
     params = study.suggest(optuna.trial.FixedTrial(trial.params, number=trial.number))
     data = study.load_data()
     model = study.build_model(params, data)
-    config = study.train_config(params, study.search_fidelity).replace(epochs=1, checkpoint_dir=None)
+    config = study.train_config(params, study.search_fidelity).replace(epochs=1)
+    infra = study_infra(study, params, study.search_fidelity).replace(checkpoint_dir=None)
     steps = WAIT + WARMUP + active
     train = _first_rows(data.train, steps * config.batch_size * config.grad_accum_steps)
     with trainer.profiled(out_dir, wait=WAIT, warmup=WARMUP, active=active) as prof:
         result = trainer.fit(model, train, _first_rows(data.val, config.batch_size), data.task, config,
-                             on_step=prof.step)  # fmt: skip
+                             infra=infra, on_step=prof.step)  # fmt: skip
     table_path = out_dir / "top_operators.txt"
     table_path.write_text(prof.table)
     run_id = trial.user_attrs.get("mlflow_run_id")

@@ -71,6 +71,7 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     import optuna
 
     import trainer
+    from studies import study_infra
 
     best = pick_trial(coordinator, trial_number)
     record = coordinator.read_record()
@@ -86,14 +87,16 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     )  # fmt: skip
     run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
-        config = study.train_config(params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
-        result = trainer.fit(model, data.train, data.val, data.task, config, sink=run)
+        config = study.train_config(params, study.full_fidelity)
+        infra = study_infra(study, params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
+        result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, sink=run)
         run.flush()  # the epochs' batches are written in the background
         if result.best_checkpoint is not None:
             trainer.load_model_weights(model, result.best_checkpoint)
     val_metrics = {k: v for k, v in result.history[result.best_epoch - 1].items() if k.startswith("val_")}
     test_metrics = {
-        k.replace("val_", "test_", 1): v for k, v in trainer.evaluate(model, data.test, data.task, config).items()
+        k.replace("val_", "test_", 1): v
+        for k, v in trainer.evaluate(model, data.test, data.task, config, infra=infra).items()
     }
     tracker.log_metrics(run.run_id, test_metrics)
     _log_test_artifacts(tracker, run.run_id, model, data)

@@ -13,7 +13,7 @@ from studies._base import Direction, Fidelity, StudyData, check_precision, resol
 from studies.resnet._data import digits_images, folder_images, image_study_data
 from studies.resnet._model import build_resnet
 from studies.resnet._params import ResNetParams, suggest_params
-from trainer import TrainConfig
+from trainer import Infra, TrainConfig
 
 DATA_CHOICES = ("digits", "folder")
 DIGITS_SIZE = 8
@@ -83,6 +83,8 @@ class ResNetStudy:
             warmup_fraction=0.05,
             seed=self.seed,
             mixed_precision=resolve_precision(self.precision),
-            channels_last=True,
-            cudnn_benchmark=True,
         )
+
+    def train_infra(self, params: ResNetParams, fidelity: Fidelity) -> Infra:
+        """On CUDA, channels-last convolutions, cuDNN autotuned for the fixed image size."""
+        return Infra(channels_last=True, cudnn_benchmark=True)

@@ -135,6 +135,19 @@ def test_options_need_make_study(tmp_path: Path) -> None:
         load_study_file(path, colour="red")
 
 
+def test_train_infra_is_optional_and_must_be_callable(tmp_path: Path) -> None:
+    import trainer
+
+    plain = load_study_file(write(tmp_path, "study = Tiny()\n"))
+    assert studies.study_infra(plain, None, plain.search_fidelity) == trainer.Infra()
+    body = "import trainer\n\nclass Own(Tiny):\n    def train_infra(self, params, fidelity):\n"
+    body += "        return trainer.Infra(num_workers=fidelity.epochs)\n\nstudy = Own()\n"
+    own = load_study_file(write(tmp_path, body, name="own.py"))
+    assert studies.study_infra(own, None, own.full_fidelity) == trainer.Infra(num_workers=2)
+    with pytest.raises(StudyLoadError, match="non-callable train_infra"):
+        load_study_file(write(tmp_path, "class Odd(Tiny):\n    train_infra = 1\n\nstudy = Odd()\n", name="odd.py"))
+
+
 class _Fixed:
     """Enough of optuna's FixedTrial for the tiny study, without importing optuna."""
 

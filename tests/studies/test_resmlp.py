@@ -115,8 +115,8 @@ def test_options_are_checked_and_coerced(tmp_path: Path) -> None:
 
 def test_short_fit_on_digits_is_accurate(study: ResMLPStudy, digits: StudyData) -> None:
     params = _fixed_params()
-    config = study.train_config(params, Fidelity(epochs=6)).replace(cpu=True)
-    result = trainer.fit(study.build_model(params, digits), digits.train, digits.val, digits.task, config)
+    config, infra = study.train_config(params, Fidelity(epochs=6)), trainer.Infra(cpu=True)
+    result = trainer.fit(study.build_model(params, digits), digits.train, digits.val, digits.task, config, infra=infra)
     assert result.history[-1]["val_accuracy"] >= 0.95
 
 

@@ -31,7 +31,11 @@ def digits(study: ResNetStudy) -> StudyData:
 
 
 def short_config(study: ResNetStudy, params: ResNetParams, epochs: int) -> trainer.TrainConfig:
-    return study.train_config(params, study.search_fidelity).replace(epochs=epochs, cpu=True)
+    return study.train_config(params, study.search_fidelity).replace(epochs=epochs)
+
+
+def on_cpu(study: ResNetStudy, params: ResNetParams) -> trainer.Infra:
+    return studies.study_infra(study, params, study.search_fidelity).replace(cpu=True)
 
 
 def tensors(split: trainer.TrainData) -> trainer.TensorData:
@@ -56,7 +60,7 @@ def test_trial_fits_and_fixed_trial_replays_it(study: ResNetStudy, digits: Study
     model = study.build_model(params, digits)
 
     train, val = tensors(digits.train).subset(range(256)), tensors(digits.val).subset(range(128))
-    result = trainer.fit(model, train, val, digits.task, short_config(study, params, 1))
+    result = trainer.fit(model, train, val, digits.task, short_config(study, params, 1), infra=on_cpu(study, params))
     assert math.isfinite(result.history[-1]["val_loss"])
 
     replayed = study.suggest(optuna.trial.FixedTrial(trial.params))
@@ -69,8 +73,15 @@ def test_trial_fits_and_fixed_trial_replays_it(study: ResNetStudy, digits: Study
 
 def test_learns_digits(study: ResNetStudy, digits: StudyData) -> None:
     model = study.build_model(SMALL, digits)
-    result = trainer.fit(model, digits.train, digits.val, digits.task, short_config(study, SMALL, 3))
+    config, infra = short_config(study, SMALL, 3), on_cpu(study, SMALL)
+    result = trainer.fit(model, digits.train, digits.val, digits.task, config, infra=infra)
     assert result.history[-1]["val_accuracy"] > 0.8  # chance is 0.10
+
+
+def test_convolutions_run_channels_last_with_cudnn_autotuning(study: ResNetStudy) -> None:
+    # Speed only (no effect on CPU): the study's infrastructure, not its hyperparameters.
+    infra = studies.study_infra(study, SMALL, study.full_fidelity)
+    assert infra == trainer.Infra(channels_last=True, cudnn_benchmark=True)
 
 
 def test_exported_model_takes_raw_pixels(study: ResNetStudy, digits: StudyData) -> None:

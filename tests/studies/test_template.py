@@ -47,9 +47,11 @@ def test_rendered_study_loads_trains_and_replays(study_file: Path) -> None:
     params = study.suggest(trial)
     data = study.load_data()
     model = study.build_model(params, data)
-    config = study.train_config(params, study.search_fidelity).replace(epochs=2, cpu=True)
-    before = trainer.evaluate(model, data.val, data.task, config)["val_loss"]
-    result = trainer.fit(model, data.train, data.val, data.task, config)
+    config = study.train_config(params, study.search_fidelity).replace(epochs=2)
+    infra = studies.study_infra(study, params, study.search_fidelity).replace(cpu=True)
+    assert infra == trainer.Infra(cpu=True)  # the template chooses no infrastructure of its own
+    before = trainer.evaluate(model, data.val, data.task, config, infra=infra)["val_loss"]
+    result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra)
     assert result.history[-1]["val_loss"] < before
 
     assert study.suggest(optuna.trial.FixedTrial(trial.params)) == params

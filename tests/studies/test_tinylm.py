@@ -43,7 +43,10 @@ def data(study: TinyLMStudy) -> StudyData:
 
 
 def short_config(study: TinyLMStudy, params: TinyLMParams, epochs: int) -> trainer.TrainConfig:
-    return study.train_config(params, study.search_fidelity).replace(epochs=epochs, cpu=True)
+    return study.train_config(params, study.search_fidelity).replace(epochs=epochs)
+
+
+CPU = trainer.Infra(cpu=True)
 
 
 def tensors(split: trainer.TrainData) -> trainer.TensorData:
@@ -94,7 +97,7 @@ def test_trial_fits_and_fixed_trial_replays_it(study: TinyLMStudy, data: StudyDa
     model = study.build_model(params, data)
 
     result = trainer.fit(
-        model, tensors(data.train).subset(range(64)), data.val, data.task, short_config(study, params, 1)
+        model, tensors(data.train).subset(range(64)), data.val, data.task, short_config(study, params, 1), infra=CPU
     )
     assert math.isfinite(result.history[-1]["val_loss"])
 
@@ -109,10 +112,10 @@ def test_trial_fits_and_fixed_trial_replays_it(study: TinyLMStudy, data: StudyDa
 def test_short_fit_beats_the_uniform_model(study: TinyLMStudy, data: StudyData) -> None:
     vocab_size = data.info["vocab_size"]
     model = study.build_model(SMALL, data)
-    before = trainer.evaluate(model, data.val, data.task, short_config(study, SMALL, 1))
+    before = trainer.evaluate(model, data.val, data.task, short_config(study, SMALL, 1), infra=CPU)
     assert before["val_perplexity"] == pytest.approx(vocab_size, rel=0.1)  # init is near uniform
 
-    result = trainer.fit(model, data.train, data.val, data.task, short_config(study, SMALL, 2))
+    result = trainer.fit(model, data.train, data.val, data.task, short_config(study, SMALL, 2), infra=CPU)
     assert result.history[-1]["val_perplexity"] < vocab_size / 3
 
 

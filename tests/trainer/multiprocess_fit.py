@@ -28,31 +28,32 @@ def main(inputs: Path, out: Path) -> None:
     train = trainer.TensorData(saved["train_x"], saved["train_y"])
     val = trainer.TensorData(saved["val_x"], saved["val_y"])
     task = trainer.Classification(3)
-    config = trainer.TrainConfig(epochs=5, batch_size=10, cpu=True)
+    config, cpu = trainer.TrainConfig(epochs=5, batch_size=10), trainer.Infra(cpu=True)
 
-    evaluated = trainer.evaluate(model, val, task, config)
+    evaluated = trainer.evaluate(model, val, task, config, infra=cpu)
     hook = StopAt(2)
-    result = trainer.fit(model, train, val, task, config, hooks=[hook])
+    result = trainer.fit(model, train, val, task, config, infra=cpu, hooks=[hook])
 
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     sharded = residual_mlp(8, 16, 3)
     sharded.load_state_dict(saved["model"])
-    sharded_result = trainer.fit(sharded, train, val, task, config.replace(sharding="fsdp"), hooks=[StopAt(2)])
+    sharded_result = trainer.fit(sharded, train, val, task, config.replace(sharding="fsdp"), infra=cpu,
+                                 hooks=[StopAt(2)])  # fmt: skip
     fsdp = config.replace(epochs=3, sharding="fsdp")
-    fsdp_uninterrupted = _dropout_fit(saved, train, val, task, fsdp)
-    fsdp_config = fsdp.replace(checkpoint_dir=out / "fsdp-checkpoints")
-    _dropout_fit(saved, train, val, task, fsdp_config, hooks=[StopAt(1)])
-    fsdp_resumed = _dropout_fit(saved, train, val, task, fsdp_config)
+    fsdp_uninterrupted = _dropout_fit(saved, train, val, task, fsdp, cpu)
+    fsdp_infra = cpu.replace(checkpoint_dir=out / "fsdp-checkpoints")
+    _dropout_fit(saved, train, val, task, fsdp, fsdp_infra, hooks=[StopAt(1)])
+    fsdp_resumed = _dropout_fit(saved, train, val, task, fsdp, fsdp_infra)
     tied = _Tied()
-    tied_result = trainer.fit(tied, train, val, task, config.replace(epochs=1, sharding="fsdp"))
+    tied_result = trainer.fit(tied, train, val, task, config.replace(epochs=1, sharding="fsdp"), infra=cpu)
     compiled = residual_mlp(8, 16, 3)
     compiled.load_state_dict(saved["model"])
-    trainer.fit(compiled, train, val, task, config.replace(compile=True), hooks=[StopAt(2)])
+    trainer.fit(compiled, train, val, task, config, infra=cpu.replace(compile=True), hooks=[StopAt(2)])
     masks: list[list[bool]] = []
-    uninterrupted = _dropout_fit(saved, train, val, task, config.replace(epochs=3), masks=masks)
-    resumed_config = config.replace(epochs=3, checkpoint_dir=out / "checkpoints")
-    _dropout_fit(saved, train, val, task, resumed_config, hooks=[StopAt(1)])
-    resumed = _dropout_fit(saved, train, val, task, resumed_config)
+    uninterrupted = _dropout_fit(saved, train, val, task, config.replace(epochs=3), cpu, masks=masks)
+    resumed_infra = cpu.replace(checkpoint_dir=out / "checkpoints")
+    _dropout_fit(saved, train, val, task, config.replace(epochs=3), resumed_infra, hooks=[StopAt(1)])
+    resumed = _dropout_fit(saved, train, val, task, config.replace(epochs=3), resumed_infra)
     report = {
         "world": torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1,
         "evaluate": evaluated,
@@ -79,7 +80,7 @@ def main(inputs: Path, out: Path) -> None:
     (out / f"rank{rank}.json").write_text(json.dumps(report))
 
 
-def _dropout_fit(saved, train, val, task, config, *, hooks=(), masks=None):
+def _dropout_fit(saved, train, val, task, config, infra, *, hooks=(), masks=None):
     model = residual_mlp(8, 16, 3, dropout=0.3)
     torch.manual_seed(1)
     model.load_state_dict({**model.state_dict(), **saved["model"]})
@@ -92,7 +93,7 @@ def _dropout_fit(saved, train, val, task, config, *, hooks=(), masks=None):
                 else None
             )
         )
-    result = trainer.fit(model, train, val, task, config, hooks=hooks)
+    result = trainer.fit(model, train, val, task, config, infra=infra, hooks=hooks)
     return model, result
 
 

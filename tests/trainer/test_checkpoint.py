@@ -1,7 +1,9 @@
-"""Checkpoints: exact resume, rotation, and damaged files."""
+"""Checkpoints: exact resume, rotation, damaged files, and what a resume may change."""
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,71 +20,75 @@ def _model(seed: int) -> torch.nn.Module:
     return residual_mlp(8, 32, 3, blocks=2, dropout=0.2)  # dropout: resume must restore the RNG too
 
 
-def _config(tmp_path: Path | None, **changes) -> trainer.TrainConfig:
-    config = trainer.TrainConfig(epochs=4, batch_size=16, lr=3e-3, warmup_fraction=0.25)
-    return config.replace(checkpoint_dir=tmp_path, **changes)
+def _config(**changes) -> trainer.TrainConfig:
+    return trainer.TrainConfig(epochs=4, batch_size=16, lr=3e-3, warmup_fraction=0.25).replace(**changes)
 
 
-def _fit(model, config, **kwargs) -> trainer.FitResult:
-    return trainer.fit(model, blobs(160), blobs(48, seed=1), TASK, config, **kwargs)
+def _infra(tmp_path: Path | None, **changes) -> trainer.Infra:
+    return trainer.Infra(checkpoint_dir=tmp_path, **changes)
+
+
+def _fit(model, config, infra=None, **kwargs) -> trainer.FitResult:
+    return trainer.fit(model, blobs(160), blobs(48, seed=1), TASK, config, infra=infra, **kwargs)
 
 
 def test_resume_after_a_stop_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     uninterrupted = _model(0)
-    _fit(uninterrupted, _config(None))
+    _fit(uninterrupted, _config())
 
-    first = _fit(_model(0), _config(tmp_path), hooks=[StopAt(2)])
+    first = _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(2)])
     assert first.epochs_run == 2
     resumed_model = _model(123)  # the checkpoint, not the initialisation, must decide the weights
-    resumed = _fit(resumed_model, _config(tmp_path))
+    resumed = _fit(resumed_model, _config(), _infra(tmp_path))
     assert resumed.resumed_from_epoch == 2
     assert [h["epoch"] for h in resumed.history] == [3, 4]
     assert same_weights(resumed_model, uninterrupted)
 
 
 def test_keeps_the_last_epochs_and_the_best(tmp_path: Path) -> None:
-    result = _fit(_model(0), _config(tmp_path, keep_last=2))
+    result = _fit(_model(0), _config(), _infra(tmp_path, keep_last=2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0003.pt", "epoch-0004.pt"]
     best = trainer.load_checkpoint(tmp_path / "best.pt")
     assert best["epoch"] == result.best_epoch
     assert best["val_loss"] == pytest.approx(result.best_val_loss)
     assert result.best_checkpoint == tmp_path / "best.pt"
     state = torch.load(tmp_path / "epoch-0004.pt", weights_only=True)
-    assert {"model", "optimizer", "scheduler", "rng", "epoch", "global_step", "config"} <= set(state)
-    assert state["config"]["lr"] == 3e-3 and state["global_step"] == 4 * 10
+    assert {"model", "optimizer", "scheduler", "rng", "epoch", "global_step", "config", "infra"} <= set(state)
+    assert state["config"] == _config().to_dict() and state["global_step"] == 4 * 10
+    assert state["infra"] == _infra(tmp_path, keep_last=2).to_dict()
 
 
 def test_truncated_checkpoint_is_skipped_for_the_previous_one(tmp_path: Path) -> None:
-    _fit(_model(0), _config(tmp_path), hooks=[StopAt(3)])
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(3)])
     newest = tmp_path / "epoch-0003.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
     with pytest.raises(trainer.CheckpointError, match="truncated"):
         trainer.load_checkpoint(newest)
     with pytest.warns(RuntimeWarning, match="epoch-0003.pt"):
-        result = _fit(_model(0), _config(tmp_path))
+        result = _fit(_model(0), _config(), _infra(tmp_path))
     assert result.resumed_from_epoch == 2
     assert [h["epoch"] for h in result.history] == [3, 4]
 
 
 def test_only_damaged_checkpoints_mean_a_fresh_start(tmp_path: Path) -> None:
-    _fit(_model(0), _config(tmp_path, epochs=2, keep_last=1))
+    _fit(_model(0), _config(epochs=2), _infra(tmp_path, keep_last=1))
     (tmp_path / "epoch-0002.pt").write_bytes(b"not a checkpoint")
     with pytest.warns(RuntimeWarning, match="skipping checkpoint"):
-        result = _fit(_model(0), _config(tmp_path, epochs=1))
+        result = _fit(_model(0), _config(epochs=1), _infra(tmp_path))
     assert result.resumed_from_epoch == 0 and result.epochs_run == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0001.pt"]
 
 
 def test_resume_false_starts_over(tmp_path: Path) -> None:
-    _fit(_model(0), _config(tmp_path, epochs=2))
-    result = _fit(_model(0), _config(tmp_path, epochs=1, resume=False))
+    _fit(_model(0), _config(epochs=2), _infra(tmp_path))
+    result = _fit(_model(0), _config(epochs=1), _infra(tmp_path, resume=False))
     assert result.resumed_from_epoch == 0
     assert trainer.load_checkpoint(tmp_path / "best.pt")["epoch"] == 1
 
 
 def test_load_model_weights_restores_the_trained_model(tmp_path: Path) -> None:
     trained = _model(0)
-    _fit(trained, _config(tmp_path, epochs=1))
+    _fit(trained, _config(epochs=1), _infra(tmp_path))
     restored = trainer.load_model_weights(_model(1), tmp_path / "epoch-0001.pt")
     assert same_weights(restored, trained)
     with pytest.raises(trainer.CheckpointError, match="does not match"):
@@ -91,21 +97,78 @@ def test_load_model_weights_restores_the_trained_model(tmp_path: Path) -> None:
         trainer.load_checkpoint(tmp_path / "missing.pt")
 
 
-@pytest.mark.parametrize(
-    "change", [{"lr": 1e-3}, {"weight_decay": 0.1}, {"epochs": 6}, {"batch_size": 32}, {"grad_accum_steps": 2}]
-)
-def test_resume_refuses_other_hyperparameters(tmp_path: Path, change: dict) -> None:
+# One other value for every TrainConfig field: each is a hyperparameter, so each is refused.
+CHANGED_HYPERPARAMETERS = {
+    "epochs": 6,  # the schedule's length depends on it: a changed one would bend the learning rate mid-run
+    "batch_size": 32,
+    "lr": 1e-3,
+    "weight_decay": 0.1,
+    "betas": (0.8, 0.99),
+    "warmup_fraction": 0.5,
+    "grad_accum_steps": 2,
+    "max_grad_norm": None,
+    "mixed_precision": "bf16",
+    "seed": 1,
+    "sharding": "fsdp",  # ignored by a single-process fit, but not by its resumption
+}
+
+
+def test_resume_refuses_a_change_to_any_hyperparameter(tmp_path: Path) -> None:
     # Before, a changed lr or weight decay was warned about and then silently replaced by the
     # checkpoint's optimizer state, and a changed epochs bent the schedule mid-run.
-    _fit(_model(0), _config(tmp_path), hooks=[StopAt(2)])
-    name = next(iter(change))
-    with pytest.raises(trainer.CheckpointError, match=f"cannot resume from epoch 2 .*{name}=") as caught:
-        _fit(_model(0), _config(tmp_path, **change))
-    assert "\n" not in str(caught.value) and "resume=False" in str(caught.value)
+    assert set(CHANGED_HYPERPARAMETERS) == {f.name for f in dataclasses.fields(trainer.TrainConfig)}
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(2)])
+    for name, value in CHANGED_HYPERPARAMETERS.items():
+        with pytest.raises(trainer.CheckpointError, match=f"cannot resume from epoch 2 .*{name}=") as caught:
+            _fit(_model(0), _config(**{name: value}), _infra(tmp_path))
+        assert "\n" not in str(caught.value) and "resume=False" in str(caught.value), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0001.pt", "epoch-0002.pt"]
-    # infrastructure may change: another retention and worker count resume
-    resumed = _fit(_model(0), _config(tmp_path, keep_last=3, num_workers=0))
-    assert resumed.resumed_from_epoch == 2 and resumed.epochs_run == 4
+
+
+def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    """Checkpoints moved to another directory, another retention, checkpoint interval, worker count
+    and speed switches: the run resumes and ends where an uninterrupted one does."""
+    uninterrupted = _model(0)
+    _fit(uninterrupted, _config(), trainer.Infra(cpu=True))
+    first = _infra(tmp_path / "first", resume=False, cpu=True)  # a first attempt may say resume=False
+    _fit(_model(0), _config(), first, hooks=[StopAt(2)])
+    shutil.copytree(tmp_path / "first", tmp_path / "moved")
+    cuda = torch.cuda.is_available()  # cpu=False trains on a GPU there: the same weights need cpu=True
+    moved = first.replace(
+        checkpoint_dir=tmp_path / "moved", keep_last=3, checkpoint_every=3600.0, resume=True, cpu=cuda,
+        num_workers=0, channels_last=True, cudnn_benchmark=True, tf32=False,
+    )  # fmt: skip
+    changed = {k for k, v in moved.to_dict().items() if v != first.to_dict()[k]}
+    every = {f.name for f in dataclasses.fields(trainer.Infra)}
+    assert changed == every - {"compile"} - ({"cpu"} if cuda else set())  # compile: below, it is not exact
+    resumed_model = _model(123)
+    resumed = _fit(resumed_model, _config(), moved)
+    assert resumed.resumed_from_epoch == 2 and [h["epoch"] for h in resumed.history] == [3, 4]
+    assert same_weights(resumed_model, uninterrupted)
+    assert trainer.load_checkpoint(tmp_path / "moved" / "epoch-0004.pt")["infra"] == moved.to_dict()
+    again = _fit(_model(0), _config(), moved.replace(compile=True))  # nothing left to train, nothing compiled
+    assert again.resumed_from_epoch == 4 and again.history == []
+
+
+def test_a_checkpoint_with_the_old_all_in_one_config_resumes(tmp_path: Path) -> None:
+    """Checkpoints written before the split hold the infrastructure inside ``config`` and no ``infra``:
+    only the keys TrainConfig has are compared, so they resume, and still refuse another lr."""
+    uninterrupted = _model(0)
+    _fit(uninterrupted, _config())
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(2)])
+    old_infra = {"checkpoint_dir": "/elsewhere", "keep_last": 5, "checkpoint_every": 30.0, "resume": True,
+                 "cpu": True, "num_workers": 4, "compile": True, "channels_last": True, "cudnn_benchmark": True,
+                 "tf32": False}  # fmt: skip
+    for path in tmp_path.glob("epoch-*.pt"):
+        state = torch.load(path, weights_only=True)
+        del state["infra"]
+        state["config"] = {**state["config"], **old_infra}
+        torch.save(state, path)
+    with pytest.raises(trainer.CheckpointError, match="lr=0.003 \\(now 0.001\\)"):
+        _fit(_model(0), _config(lr=1e-3), _infra(tmp_path))
+    resumed_model = _model(123)
+    resumed = _fit(resumed_model, _config(), _infra(tmp_path))
+    assert resumed.resumed_from_epoch == 2 and same_weights(resumed_model, uninterrupted)
 
 
 def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_path: Path) -> None:
@@ -122,8 +185,8 @@ def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_pat
         ends[epoch] = time.perf_counter()
         return False
 
-    config = _config(tmp_path, epochs=16, keep_last=100, checkpoint_every=0.25)
-    result = _fit(_model(0), config, hooks=[mark], on_step=slow_step)
+    config, infra = _config(epochs=16), _infra(tmp_path, keep_last=100, checkpoint_every=0.25)
+    result = _fit(_model(0), config, infra, hooks=[mark], on_step=slow_step)
     started = ends[1] - result.history[0]["epoch_seconds"]  # training's start (setup is not training)
     saved = sorted(int(p.stem.removeprefix("epoch-")) for p in tmp_path.glob("epoch-*.pt"))
     assert saved[-1] == 16 and 2 <= len(saved) < 16, saved
@@ -138,16 +201,24 @@ def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_pat
         assert lost <= allowed + 0.1, (epoch, last, lost, allowed)
     # The saved state resumes exactly, as an every-epoch checkpoint does.
     uninterrupted = _model(0)
-    _fit(uninterrupted, _config(None, epochs=16))
+    _fit(uninterrupted, config)
     for path in tmp_path.glob("epoch-*.pt"):
         if int(path.stem.removeprefix("epoch-")) > saved[0]:
             path.unlink()
     resumed_model = _model(123)
-    resumed = _fit(resumed_model, config)
+    resumed = _fit(resumed_model, config, infra)
     assert resumed.resumed_from_epoch == saved[0]
     assert same_weights(resumed_model, uninterrupted)
 
 
-def test_checkpoint_every_must_be_a_number_of_seconds() -> None:
+def test_infra_validates_itself_and_is_no_part_of_the_config() -> None:
     with pytest.raises(trainer.ConfigError, match="checkpoint_every"):
-        _config(None, checkpoint_every=-1)
+        trainer.Infra(checkpoint_every=-1)
+    with pytest.raises(trainer.ConfigError, match="keep_last"):
+        trainer.Infra(keep_last=0)
+    with pytest.raises(trainer.ConfigError, match="num_workers"):
+        trainer.Infra().replace(num_workers=-1)
+    infra = trainer.Infra(checkpoint_dir="runs/a")  # type: ignore[arg-type]
+    assert infra.checkpoint_dir == Path("runs/a") and infra.to_dict()["checkpoint_dir"] == "runs/a"
+    with pytest.raises(TypeError, match="checkpoint_dir"):
+        trainer.TrainConfig(epochs=1, checkpoint_dir="runs/a")  # type: ignore[call-arg]

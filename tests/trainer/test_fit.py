@@ -116,22 +116,22 @@ def test_divergence_names_the_first_bad_epoch_and_step() -> None:
 
 
 def test_fp16_without_cuda_is_a_config_error() -> None:
-    config = trainer.TrainConfig(epochs=1, mixed_precision="fp16", cpu=True)
+    config = trainer.TrainConfig(epochs=1, mixed_precision="fp16")
     with pytest.raises(trainer.ConfigError, match="fp16"):
-        _fit_blobs(config)
+        _fit_blobs(config, infra=trainer.Infra(cpu=True))
 
 
 def test_bf16_autocasts_on_cpu_and_precision_can_change_between_fits() -> None:
     model = residual_mlp(8, 16, 3)
     seen: set[torch.dtype] = set()
     model[0].register_forward_hook(lambda module, inputs, output: seen.add(output.dtype))
-    config = trainer.TrainConfig(epochs=2, batch_size=16, mixed_precision="bf16", cpu=True)
-    result = _fit_blobs(config, model)
+    config = trainer.TrainConfig(epochs=2, batch_size=16, mixed_precision="bf16")
+    result = _fit_blobs(config, model, infra=trainer.Infra(cpu=True))
     assert seen == {torch.bfloat16}
     assert math.isfinite(result.final_metrics["val_loss"])
     assert getattr(model.forward, "__func__", None) is nn.Sequential.forward  # autocast patch removed
     seen.clear()  # a second fit in the same process, now in fp32, must not inherit the bf16 autocast
-    _fit_blobs(config.replace(mixed_precision="no"), model)
+    _fit_blobs(config.replace(mixed_precision="no"), model, infra=trainer.Infra(cpu=True))
     assert seen == {torch.float32}
 
 
@@ -179,7 +179,7 @@ def test_profiled_records_the_active_steps_and_refuses_a_short_run(tmp_path) -> 
         _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=64), on_step=prof.step)
 
 
-def _fp16_on_cpu(config: trainer.TrainConfig):
+def _fp16_on_cpu(config: trainer.TrainConfig, infra: trainer.Infra):
     """Accelerate's CUDA fp16 path (autocast to float16 and a GradScaler) on the CPU's own scaler."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
@@ -201,13 +201,15 @@ def test_fp16_overflow_steps_are_skipped_counted_and_do_not_advance_the_schedule
     model = residual_mlp(8, 16, 3)
     model[0].weight.register_hook(InfGradientAt(2, 5))  # steps 2 and 5 of 8: one in each epoch
     peak = 0.01
-    config = trainer.TrainConfig(epochs=2, batch_size=16, lr=peak, warmup_fraction=0.5, checkpoint_dir=tmp_path)
+    config = trainer.TrainConfig(epochs=2, batch_size=16, lr=peak, warmup_fraction=0.5)
     after_step: list[dict[str, Tensor]] = []  # the weights after each optimizer step
 
     def on_step() -> None:
         after_step.append({k: v.clone() for k, v in model.state_dict().items()})
 
-    result = trainer.fit(model, blobs(64), blobs(32, seed=1), trainer.Classification(3), config, on_step=on_step)
+    infra = trainer.Infra(checkpoint_dir=tmp_path)
+    result = trainer.fit(model, blobs(64), blobs(32, seed=1), trainer.Classification(3), config, infra=infra,
+                         on_step=on_step)  # fmt: skip
     assert [h["skipped_steps"] for h in result.history] == [1, 1]
     assert [h["nonfinite_grad_norms"] for h in result.history] == [1, 1]
     assert all(math.isfinite(h["grad_norm_max"]) and h["grad_norm_max"] >= h["grad_norm"] for h in result.history)
@@ -286,13 +288,13 @@ def test_a_compiled_fit_trains_like_eager_and_hands_back_a_plain_module(tmp_path
         torch.manual_seed(0)
         return residual_mlp(8, 16, 3)
 
-    config = trainer.TrainConfig(epochs=2, batch_size=32, checkpoint_dir=tmp_path / "compiled")
+    config = trainer.TrainConfig(epochs=2, batch_size=32)
     from torch._dynamo.utils import counters
 
     eager, compiled = model(), model()
-    a = _fit_blobs(config.replace(checkpoint_dir=None), eager)
+    a = _fit_blobs(config, eager)
     counters.clear()
-    b = _fit_blobs(config.replace(compile=True), compiled)
+    b = _fit_blobs(config, compiled, infra=trainer.Infra(checkpoint_dir=tmp_path / "compiled", compile=True))
     compiles = counters["stats"]["unique_graphs"]
     assert b.history[-1]["val_loss"] == pytest.approx(a.history[-1]["val_loss"], rel=1e-4)
     for p, q in zip(eager.parameters(), compiled.parameters(), strict=True):

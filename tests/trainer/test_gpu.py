@@ -61,10 +61,10 @@ def test_resume_on_cuda_ends_with_the_uninterrupted_weights(tmp_path: Path, prec
     config = trainer.TrainConfig(epochs=4, batch_size=16, lr=3e-3, mixed_precision=precision)
     uninterrupted = model()
     trainer.fit(uninterrupted, blobs(160), blobs(48, seed=1), TASK, config)
-    checkpointed = config.replace(checkpoint_dir=tmp_path)
-    trainer.fit(model(), blobs(160), blobs(48, seed=1), TASK, checkpointed, hooks=[StopAt(2)])
+    checkpointed = trainer.Infra(checkpoint_dir=tmp_path)
+    trainer.fit(model(), blobs(160), blobs(48, seed=1), TASK, config, infra=checkpointed, hooks=[StopAt(2)])
     resumed = model()
-    result = trainer.fit(resumed, blobs(160), blobs(48, seed=1), TASK, checkpointed)
+    result = trainer.fit(resumed, blobs(160), blobs(48, seed=1), TASK, config, infra=checkpointed)
     assert result.resumed_from_epoch == 2
     for p, q in zip(resumed.state_dict().values(), uninterrupted.state_dict().values(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
@@ -80,7 +80,7 @@ def test_channels_last_convolutions_train() -> None:
     y = torch.randint(0, 3, (512,), generator=generator)
     x = torch.randn(512, 1, 8, 8, generator=generator) + y.view(-1, 1, 1, 1).float()
     data = trainer.TensorData(x, y)
-    config = trainer.TrainConfig(epochs=3, batch_size=64, lr=1e-2, channels_last=True, cudnn_benchmark=True)
-    result = trainer.fit(model, data, data, TASK, config)
+    config = trainer.TrainConfig(epochs=3, batch_size=64, lr=1e-2)
+    result = trainer.fit(model, data, data, TASK, config, infra=trainer.Infra(channels_last=True, cudnn_benchmark=True))
     assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
     assert math.isfinite(result.history[-1]["val_loss"]) and result.history[-1]["val_accuracy"] > 0.6

@@ -36,7 +36,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict:
         tmp / "inputs.pt",
     )
     # `--multi_gpu` picks Accelerate's torchrun launcher, which starts both processes; the script's
-    # config says cpu=True, so they train on CPU over gloo. (`--cpu --num_processes 2` runs
+    # infra says cpu=True, so they train on CPU over gloo. (`--cpu --num_processes 2` runs
     # Accelerate's simple launcher: one process unless an mpirun hostfile is given.)
     command = [
         sys.executable, "-m", "accelerate.commands.launch",
@@ -94,9 +94,10 @@ def test_a_checkpoint_of_two_processes_is_refused_by_one(reports: dict) -> None:
     assert state["world_size"] == 2 and len(state["rng"]) == 2
     torch.manual_seed(0)
     model = residual_mlp(8, 16, 3, dropout=0.3)
-    config = trainer.TrainConfig(epochs=3, batch_size=10, cpu=True, checkpoint_dir=reports["checkpoints"])
+    config = trainer.TrainConfig(epochs=3, batch_size=10)
+    infra = trainer.Infra(cpu=True, checkpoint_dir=reports["checkpoints"])
     with pytest.raises(trainer.CheckpointError, match="trained by 2 processes, not 1"):
-        trainer.fit(model, blobs(160), blobs(101, seed=1), trainer.Classification(3), config)
+        trainer.fit(model, blobs(160), blobs(101, seed=1), trainer.Classification(3), config, infra=infra)
 
 
 def test_a_compiled_two_process_fit_trains_like_an_eager_one(reports: dict) -> None:

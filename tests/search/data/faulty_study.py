@@ -69,7 +69,10 @@ class FaultyStudy:
     def train_config(self, params: FaultyParams, fidelity: Fidelity) -> trainer.TrainConfig:
         # one batch per process and epoch: a group of N processes reads 4/N rows each
         batch = max(1, 4 // int(os.environ.get("WORLD_SIZE", "1")))
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=batch, lr=0.1, max_grad_norm=None, num_workers=0)
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=batch, lr=0.1, max_grad_norm=None)
+
+    def train_infra(self, params: FaultyParams, fidelity: Fidelity) -> trainer.Infra:
+        return trainer.Infra(num_workers=0)
 
 
 study = FaultyStudy()

@@ -92,7 +92,10 @@ class StallingStudy:
         return True
 
     def train_config(self, params: Params, fidelity: Fidelity) -> trainer.TrainConfig:
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=0.1, max_grad_norm=None, num_workers=0)
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=0.1, max_grad_norm=None)
+
+    def train_infra(self, params: Params, fidelity: Fidelity) -> trainer.Infra:
+        return trainer.Infra(num_workers=0)  # the loader hangs in this process, where the test can see it
 
 
 def make_study(marker: str, hang: str = "forward", val_seconds: float = 0.0, val_batches: int = 1,

@@ -46,7 +46,10 @@ class VanishingDataStudy:
         return nn.Linear(1, 1)
 
     def train_config(self, params: Params, fidelity: Fidelity) -> trainer.TrainConfig:
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, num_workers=0)
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4)
+
+    def train_infra(self, params: Params, fidelity: Fidelity) -> trainer.Infra:
+        return trainer.Infra(num_workers=0)
 
 
 def make_study(marker: str) -> VanishingDataStudy:
