@@ -101,8 +101,9 @@ def test_late_joining_worker_shares_the_budget(pg_url, tmp_path):
 
     env = _env(pg_url, project=tmp_path / "project")
     start_log = tmp_path / "start.log"
-    start = _search("start", "--study", SLEEP_STUDY, "--trials", "12", "--workers", "1", "--no-retrain",
-                    "--pruner", "none", "--study-option", "epoch_seconds=0.4", "--study-option", "epochs=2",
+    # About 16 s of trials in all: time for a second worker to start (imports take seconds on a loaded machine).
+    start = _search("start", "--study", SLEEP_STUDY, "--trials", "16", "--workers", "1", "--no-retrain",
+                    "--pruner", "none", "--study-option", "epoch_seconds=0.5", "--study-option", "epochs=2",
                     env=env, cwd=tmp_path, log=start_log)  # fmt: skip
     _wait_created(start_log, start)
     deadline = time.monotonic() + 180
@@ -113,7 +114,7 @@ def test_late_joining_worker_shares_the_budget(pg_url, tmp_path):
     codes = _finish([late, start])
     assert codes == [0, 0], start_log.read_text() + (tmp_path / "late.log").read_text()
     trials = _trials(pg_url, "sleep")
-    assert len(trials) == 12 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len(trials) == 16 and all(t.state == TrialState.COMPLETE for t in trials)
     hosts_pids = {t.user_attrs["worker"].split(":")[1] for t in trials}
     assert len(hosts_pids) == 2, "the late worker ran no trial"
 
