@@ -15,8 +15,9 @@ included, is printed too.
 
 Usage: python benchmarks/bench_scale.py [--workers 1,4,16,32] [--trial-seconds 1] [--trials-per-worker 4]
 CPU is accounted for too (the machine's busy time from /proc/stat, the workers' from their trials'
-``cpu_seconds``): per trial inside the workers, per trial elsewhere (PostgreSQL, the follower's
-polls), and per process outside its trials (start-up and exit), which says what bounds the rate
+``cpu_seconds``): per trial inside the workers, per trial elsewhere (outside the workers and the
+follower: PostgreSQL's backends and the rest of the machine), and per process outside its trials
+(start-up and exit; the follower counted as one of the processes), which says what bounds the rate
 when the machine's cores, not the trials, are the limit.
 
 Targets (issue 4): >= 90% of ideal throughput with 32 workers and 1 s trials; p50 orchestration < 100 ms.
@@ -102,8 +103,8 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
         "p50_ms": 1000 * statistics.median(orchestration),
         "p95_ms": 1000 * orchestration[int(0.95 * (len(orchestration) - 1))],
         # CPU, whole machine: the workers' own in their trials (cpu_seconds: claim to tell, every
-        # thread), the rest of their processes' lives (imports, connecting, exit) per worker, and what
-        # the machine spent beside these processes (PostgreSQL's backends, mostly) per trial.
+        # thread), the rest of their processes' lives (imports, connecting, exit) per process, and what
+        # the machine spent beside these processes (PostgreSQL's backends and the rest) per trial.
         "cpu_trial_ms": 1000 * in_trials / len(done),
         "cpu_outside_s": (children - in_trials) / (workers + 1),
         "cpu_other_ms": 1000 * max(0.0, busy - children) / len(done),

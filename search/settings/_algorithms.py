@@ -28,6 +28,9 @@ class Option:
 
 
 _STARTUP = Option(int, 10, "trials sampled at random before the model is used")
+# The adaptive first rung's options, the same for the median rule and successive halving.
+_RHO = Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank")
+_CONF = Option(float, 0.5, "with auto: confidence that the correlation reaches rho (0.5: as measured)")
 SAMPLER_OPTIONS: dict[str, dict[str, Option]] = {
     "tpe": {
         "startup": _STARTUP,
@@ -58,16 +61,16 @@ PRUNER_OPTIONS: dict[str, dict[str, Option]] = {
         "rate": Option(int, 0, "minimum early-stopping rate: the first rung is at min * factor**rate epochs"),
         "bootstrap": Option(int, 0, "trials a rung needs before it prunes"),
         "startup": Option(int, 10, "with min=auto: complete trials before the first rung is chosen"),
-        "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
-        "conf": Option(float, 0.5, "with auto: confidence that the correlation reaches rho (0.5: as measured)"),
+        "rho": _RHO,
+        "conf": _CONF,
     },
     "median": {
         "startup": Option(int, 5, "complete trials before anything is pruned"),
         "warmup": Option(int, 1, "epochs a trial runs before it can be pruned; auto: the first that ranks", auto=True),
         "interval": Option(int, 1, "epochs between pruning checks"),
         "min_trials": Option(int, 1, "trials that must have reported an epoch before it is compared"),
-        "rho": Option(float, 0.8, "with auto: rank correlation with the final values that makes an epoch rank"),
-        "conf": Option(float, 0.5, "with auto: confidence that the correlation reaches rho (0.5: as measured)"),
+        "rho": _RHO,
+        "conf": _CONF,
     },
     "none": {},
 }
