@@ -12,6 +12,30 @@ from trainer._errors import ConfigError
 from trainer._infra import Infra
 
 
+def _ask_package_checks_once() -> None:
+    """Answer Accelerate's per-step "is ``lomo_optim`` installed?" from one look.
+
+    Accelerate asks it in every ``backward``, ``clip_grad_norm_`` and optimizer step, each time a
+    filesystem search through ``importlib.util.find_spec`` (about 0.13 ms, four times a step:
+    several percent of a small model's step on CPU, more of a GPU's). What is installed does not
+    change under a running process, so the answer is computed once and handed back after.
+    """
+    import accelerate.accelerator
+    import accelerate.optimizer
+
+    modules = [m for m in (accelerate.accelerator, accelerate.optimizer) if hasattr(m, "is_lomo_available")]
+    if not modules or getattr(modules[0].is_lomo_available, "_hpsearch_once", False):
+        return
+    available = bool(modules[0].is_lomo_available())
+
+    def is_lomo_available() -> bool:
+        return available
+
+    is_lomo_available._hpsearch_once = True  # type: ignore[attr-defined]
+    for module in modules:
+        module.is_lomo_available = is_lomo_available  # type: ignore[attr-defined]
+
+
 def make_accelerator(config: TrainConfig, infra: Infra) -> Accelerator:
     """An ``Accelerator`` for ``config``'s precision; on CPU when ``infra.cpu`` is set or there is no CUDA.
 
@@ -22,6 +46,7 @@ def make_accelerator(config: TrainConfig, infra: Infra) -> Accelerator:
     if config.mixed_precision == "fp16" and cpu:
         raise ConfigError("mixed_precision='fp16' needs a CUDA GPU (--mixed-precision); use 'bf16' or 'no' on CPU")
     _forget_other_settings(config.mixed_precision, cpu)
+    _ask_package_checks_once()
     if not cpu:  # process-wide switches, set for every fit since trials may differ
         # The long-standing API, which inductor and most code read: setting torch's newer
         # fp32_precision instead makes every reader of the old one raise ("mix of ... APIs").

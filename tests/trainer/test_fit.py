@@ -303,3 +303,23 @@ def test_a_compiled_fit_trains_like_eager_and_hands_back_a_plain_module(tmp_path
     assert compiles > 0  # dynamo compiled the model's forward (a silent fallback to eager would not)
     state = trainer.load_checkpoint(tmp_path / "compiled" / "epoch-0002.pt")
     assert set(state["model"]) == set(eager.state_dict())  # no _orig_mod. prefixes
+
+
+def test_steps_do_not_search_the_filesystem_for_packages(monkeypatch) -> None:
+    """Accelerate asks whether an optional package is installed in every backward and optimizer step
+    (a filesystem search each time); the trainer answers it once, so longer fits search no more."""
+    import importlib.util
+
+    searches = []
+    real = importlib.util.find_spec
+
+    def counting(name, *args, **kwargs):
+        searches.append(name)
+        return real(name, *args, **kwargs)
+
+    _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=16))  # the first fit may look once
+    monkeypatch.setattr(importlib.util, "find_spec", counting)
+    _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=32))  # 4 steps
+    few = len(searches)
+    _fit_blobs(trainer.TrainConfig(epochs=1, batch_size=4))  # 32 steps
+    assert len(searches) - few == few, searches  # Accelerate's per-fit and per-epoch looks only
