@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
@@ -114,20 +115,53 @@ def open_optuna_storage(
     return storage
 
 
+_STUDY_DISTRIBUTIONS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str], BaseDistribution]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per storage, a distribution already stored for each (study, param): what every later one of that
+param must be compatible with (all stored ones are, with each other), so it is looked up once."""
+
+
 def set_trial_params(storage: RDBStorage, trial_id: int, params: Sequence[tuple[str, float, BaseDistribution]]) -> None:
     """Store several params of a trial (name, internal value, distribution) in one transaction.
 
-    Optuna commits each suggested param alone; a trial's params are all chosen before it trains,
-    so they are written together: the same checks (the trial is running, each distribution agrees
-    with the study's earlier ones), all or none stored.
+    Optuna commits each suggested param alone, and looks up the trial and an earlier distribution
+    of the param each time; a trial's params are all chosen before it trains, so they are written
+    together: the same checks (the trial is running, each distribution agrees with the study's
+    earlier ones, looked up once per worker and param), all or none stored.
     """
+    from optuna import distributions
+    from optuna.storages._rdb import models
     from optuna.storages._rdb.storage import _create_scoped_session
 
     if not params:
         return
+    known = _STUDY_DISTRIBUTIONS.setdefault(storage, {})
     with _create_scoped_session(storage.scoped_session, True) as session:
+        trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+        storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
+        study_id = int(trial.study_id)
         for name, value, distribution in params:
-            storage._set_trial_param_without_commit(session, trial_id, name, value, distribution)
+            previous = known.get((study_id, name))
+            if previous is None:
+                record = (
+                    session.query(models.TrialParamModel.distribution_json)
+                    .join(models.TrialModel)
+                    .filter(models.TrialModel.study_id == study_id, models.TrialParamModel.param_name == name)
+                    .first()
+                )
+                if record is not None:
+                    previous = known[(study_id, name)] = distributions.json_to_distribution(record[0])
+            if previous is not None:
+                distributions.check_distribution_compatibility(previous, distribution)
+            session.add(
+                models.TrialParamModel(
+                    trial_id=trial_id,
+                    param_name=name,
+                    param_value=value,
+                    distribution_json=distributions.distribution_to_json(distribution),
+                )
+            )
 
 
 def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any]) -> None:

@@ -57,3 +57,37 @@ def test_set_user_attrs_upserts_all_and_refuses_a_finished_trial(url: str) -> No
         assert "late" not in backend.get_trial(trial._trial_id).user_attrs
     finally:
         backend.engine.dispose()
+
+
+def test_set_trial_params_checks_every_distribution_with_one_lookup_per_param(url: str) -> None:
+    """All of a trial's params in one transaction; each param's earlier distribution is looked up
+    once per storage (and still refuses an incompatible one), so a later trial's params cost the
+    trial's row and the inserts."""
+    import sqlalchemy
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    study, backend = _study(url)
+    x, opt = FloatDistribution(0.0, 1.0), CategoricalDistribution(["adam", "sgd"])
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001
+        statements.append(statement.split()[0].upper())
+
+    try:
+        first, second, third = study.ask(), study.ask(), study.ask()
+        storage.set_trial_params(backend, first._trial_id, [("x", 0.25, x), ("opt", 1.0, opt)])
+        storage.set_trial_params(backend, second._trial_id, [("x", 0.5, x), ("opt", 0.0, opt)])  # looks both up
+        sqlalchemy.event.listen(backend.engine, "before_cursor_execute", count)
+        storage.set_trial_params(backend, third._trial_id, [("x", 0.75, x), ("opt", 0.0, opt)])
+        sqlalchemy.event.remove(backend.engine, "before_cursor_execute", count)
+        assert statements.count("SELECT") == 1, statements  # the trial's row alone
+        assert backend.get_trial(third._trial_id).params == {"x": 0.75, "opt": "adam"}
+        fourth = study.ask()
+        with pytest.raises(ValueError, match="Cannot set different distribution kind"):
+            storage.set_trial_params(backend, fourth._trial_id, [("y", 0.1, x), ("x", 1.0, opt)])
+        assert backend.get_trial(fourth._trial_id).params == {}  # all or none
+        study.tell(fourth, 0.5)
+        with pytest.raises(UpdateFinishedTrialError):
+            storage.set_trial_params(backend, fourth._trial_id, [("x", 0.1, x)])
+    finally:
+        backend.engine.dispose()

@@ -1,0 +1,62 @@
+"""A trial's params are chosen from one read of the study, and are the params Optuna would choose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
+
+
+def _study_with_history(url: str, seed: int):
+    """An Optuna study (TPE with constant liar, as the default sampler) with 8 finished trials and
+    one running, so the sampler models them and the liar sees a running trial."""
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=2, constant_liar=True)
+    study = optuna.create_study(storage=optuna.storages.RDBStorage(url), sampler=sampler)
+    distributions = {"x": FloatDistribution(-2.0, 2.0), "lr": FloatDistribution(1e-3, 0.5, log=True)}
+    for i in range(8):
+        params = {"x": -2.0 + 0.5 * i, "lr": 1e-3 * 2**i}
+        trial = optuna.trial.create_trial(params=params, distributions=distributions, value=(params["x"] - 0.3) ** 2)
+        study.add_trial(trial)
+    running = study.ask()
+    running.suggest_float("x", -2.0, 2.0)
+    return study
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_params_are_chosen_from_one_read_and_match_optunas(tmp_path, monkeypatch, seed) -> None:
+    from optuna.storages import _CachedStorage
+
+    from search.execution._suggest import suggest_params
+    from studies import load_study_file
+
+    sleep = load_study_file(SLEEP_STUDY)
+    reads: list[int] = []
+    real = _CachedStorage.get_all_trials
+
+    def counting(self, study_id, deepcopy=True, states=None):
+        reads.append(study_id)
+        return real(self, study_id, deepcopy, states)
+
+    monkeypatch.setattr(_CachedStorage, "get_all_trials", counting)
+
+    # Optuna's own way: the sampler reads the whole study for every param it samples.
+    plain = _study_with_history(f"sqlite:///{tmp_path}/plain.db", seed)
+    trial = plain.ask()
+    reads.clear()
+    expected = sleep.suggest(trial)
+    assert len(reads) >= 2
+
+    ours = _study_with_history(f"sqlite:///{tmp_path}/ours.db", seed)
+    trial = ours.ask()
+    reads.clear()
+    params = suggest_params(sleep, ours._storage._backend, trial)
+    assert len(reads) == 1
+    assert params == expected
+    assert ours._storage.get_trial(trial._trial_id).params == {"x": params.x, "lr": params.lr}
+    assert isinstance(ours._storage, _CachedStorage) and trial.storage is ours._storage  # put back
