@@ -25,6 +25,7 @@ from storage._optuna import (
     explain_db_error,
     has_optuna_tables,
     open_optuna_storage,
+    set_intermediate_value,
     set_trial_params,
     set_user_attrs,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "resolve_tracking",
     "retried_trial_numbers",
     "retries_of",
+    "set_intermediate_value",
     "set_trial_params",
     "set_user_attrs",
     "sqlite_path",

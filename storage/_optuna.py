@@ -177,21 +177,61 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
     if not attrs:
         return
     with _create_scoped_session(storage.scoped_session, True) as session:
-        dialect = storage.engine.name
-        if dialect not in ("postgresql", "sqlite"):
+        if storage.engine.name not in _UPSERTS:
             for key, value in attrs.items():
                 storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)
             return
-        trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
-        storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
-        from sqlalchemy.dialects import postgresql, sqlite
-
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        table = models.TrialUserAttributeModel
+        _check_running(storage, session, trial_id)
         rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-        statement = insert(table).values(rows)
-        session.execute(
-            statement.on_conflict_do_update(
-                index_elements=[table.trial_id, table.key], set_={"value_json": statement.excluded.value_json}
-            )
+        table = models.TrialUserAttributeModel
+        _upsert(storage, session, table, rows, [table.trial_id, table.key], ["value_json"])
+
+
+def set_intermediate_value(storage: RDBStorage, session: Any, trial_id: int, step: int, value: float) -> None:
+    """Store a trial's value at ``step`` in ``session``'s transaction, as Optuna's ``report`` does
+    (the trial must be running; a step stored before is overwritten), in one look at the trial and
+    one upsert on PostgreSQL and SQLite, where Optuna also looks the step up first."""
+    from optuna.storages._rdb import models
+
+    if storage.engine.name not in _UPSERTS:
+        storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+        return
+    _check_running(storage, session, trial_id)
+    table = models.TrialIntermediateValueModel
+    stored, kind = table.intermediate_value_to_stored_repr(value)
+    row = {"trial_id": trial_id, "step": step, "intermediate_value": stored, "intermediate_value_type": kind}
+    columns = ["intermediate_value", "intermediate_value_type"]
+    _upsert(storage, session, table, [row], [table.trial_id, table.step], columns)
+
+
+def _check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
+    from optuna.storages._rdb import models
+
+    trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+    storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
+
+
+def _upsert(storage: RDBStorage, session: Any, table: Any, rows: list[dict[str, Any]], keys: list[Any],
+            columns: list[str]) -> None:  # fmt: skip
+    """Insert ``rows`` into ``table``; where one with the same ``keys`` exists, set its ``columns``."""
+    statement = _UPSERTS[storage.engine.name]()(table).values(rows)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=keys, set_={column: statement.excluded[column] for column in columns}
         )
+    )
+
+
+def _postgresql_insert() -> Any:
+    from sqlalchemy.dialects import postgresql
+
+    return postgresql.insert
+
+
+def _sqlite_insert() -> Any:
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
+
+
+_UPSERTS: dict[str, Callable[[], Any]] = {"postgresql": _postgresql_insert, "sqlite": _sqlite_insert}

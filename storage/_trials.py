@@ -43,9 +43,11 @@ class StudyTrials:
         """
         from optuna.storages._rdb.storage import _create_scoped_session
 
+        from storage._optuna import set_intermediate_value
+
         with _create_scoped_session(self._storage.scoped_session, True) as session:
             if value is not None:
-                self._storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
+                set_intermediate_value(self._storage, session, trial_id, step, value)
             if refresh:
                 self._refresh(session, trial_id)
 

@@ -91,3 +91,42 @@ def test_set_trial_params_checks_every_distribution_with_one_lookup_per_param(ur
             storage.set_trial_params(backend, fourth._trial_id, [("x", 0.1, x)])
     finally:
         backend.engine.dispose()
+
+
+def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(url: str) -> None:
+    """Optuna's report, in one look at the trial and one upsert: NaN and infinities round-trip, a
+    step reported again is overwritten, and a finished trial takes no more values."""
+    import math
+
+    import sqlalchemy
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    study, backend = _study(url)
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001
+        statements.append(statement.split()[0].upper())
+
+    def report(trial_id: int, step: int, value: float) -> None:
+        with _create_scoped_session(backend.scoped_session, True) as session:
+            storage.set_intermediate_value(backend, session, trial_id, step, value)
+
+    try:
+        trial = study.ask()
+        report(trial._trial_id, 0, 0.5)  # the engine's first connection may look at the server first
+        sqlalchemy.event.listen(backend.engine, "before_cursor_execute", count)
+        report(trial._trial_id, 1, float("nan"))
+        sqlalchemy.event.remove(backend.engine, "before_cursor_execute", count)
+        assert statements == ["SELECT", "INSERT"], statements
+        report(trial._trial_id, 2, float("inf"))
+        report(trial._trial_id, 3, float("-inf"))
+        report(trial._trial_id, 0, 0.25)  # again: overwritten
+        values = backend.get_trial(trial._trial_id).intermediate_values
+        assert values[0] == 0.25 and math.isnan(values[1]) and values[2] == math.inf and values[3] == -math.inf
+        assert len(values) == 4
+        study.tell(trial, 0.5)
+        with pytest.raises(UpdateFinishedTrialError):
+            report(trial._trial_id, 4, 0.1)
+        assert 4 not in backend.get_trial(trial._trial_id).intermediate_values
+    finally:
+        backend.engine.dispose()
