@@ -23,6 +23,7 @@ from storage._mlflow import (
 from storage._optuna import (
     check_connection,
     explain_db_error,
+    finish_trial,
     has_optuna_tables,
     open_optuna_storage,
     set_intermediate_value,
@@ -56,6 +57,7 @@ __all__ = [
     "describe",
     "ensure_project_dir",
     "explain_db_error",
+    "finish_trial",
     "has_optuna_tables",
     "is_postgres",
     "is_sqlite",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
+import math
 import re
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from optuna.distributions import BaseDistribution
     from optuna.storages import RDBStorage
+    from optuna.trial import FrozenTrial, TrialState
 
 log = logging.getLogger(__name__)
 
@@ -171,20 +174,78 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
     trial pays for: on PostgreSQL and SQLite, one look at the trial (which must not be finished)
     and one multi-row upsert, instead of two statements and a commit per attribute. Safe to repeat.
     """
-    from optuna.storages._rdb import models
     from optuna.storages._rdb.storage import _create_scoped_session
 
     if not attrs:
         return
     with _create_scoped_session(storage.scoped_session, True) as session:
-        if storage.engine.name not in _UPSERTS:
-            for key, value in attrs.items():
-                storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)
-            return
-        _check_running(storage, session, trial_id)
+        if storage.engine.name in _UPSERTS:
+            _check_running(storage, session, trial_id)
+        _write_attrs(storage, session, trial_id, attrs)
+
+
+def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mapping[str, Any]) -> None:
+    """The user attributes, upserted in one statement where the database can (the caller has checked
+    that the trial runs); elsewhere one by one, as Optuna does, each checking."""
+    from optuna.storages._rdb import models
+
+    table = models.TrialUserAttributeModel
+    if storage.engine.name not in _UPSERTS:
+        for key, value in attrs.items():
+            storage._set_trial_attr_without_commit(session, table, trial_id, key, value)
+    elif attrs:
         rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-        table = models.TrialUserAttributeModel
         _upsert(storage, session, table, rows, [table.trial_id, table.key], ["value_json"])
+
+
+def finish_trial(
+    storage: RDBStorage,
+    trial_id: int,
+    state: TrialState,
+    value: float | None,
+    attrs: Mapping[str, Any],
+    before_write: Callable[[FrozenTrial, list[float] | None], None],
+) -> FrozenTrial | None:
+    """Optuna's ``tell`` of a running trial, with its final user attributes, in one transaction.
+
+    Optuna's takes four (the trial read before and after, the write, and the attributes alone).
+    The trial's row is locked and read; if it is already finished (by another process, or by this
+    very call whose reply was lost) it is returned as found and nothing is written. Otherwise, as
+    ``tell`` does: a pruned trial's value is its last reported one (when a number), the sampler's
+    hook ``before_write(trial, values)`` runs (the state is written even if it raises), and the
+    attributes, values, state and completion time are written together.
+
+    Raises:
+        ValueError: a COMPLETE trial told no value, or NaN.
+    """
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+    from optuna.trial import TrialState
+
+    with _create_scoped_session(storage.scoped_session, True) as session:
+        row = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
+        frozen = storage._build_frozen_trial_from_trial_model(row)
+        if frozen.state.is_finished():
+            return frozen
+        values = None if value is None else [float(value)]
+        if state == TrialState.COMPLETE and (values is None or math.isnan(values[0])):
+            raise ValueError(f"trial {frozen.number} cannot complete with the value {value!r}")
+        if state == TrialState.PRUNED and frozen.last_step is not None:
+            last = frozen.intermediate_values[frozen.last_step]
+            values = None if math.isnan(last) else [last]
+        failure: Exception | None = None
+        try:
+            before_write(frozen, values)
+        except Exception as exc:  # noqa: BLE001 - raised once the state is written, as tell does
+            failure = exc
+        _write_attrs(storage, session, trial_id, attrs)
+        for objective, item in enumerate(values or []):
+            storage._set_trial_value_without_commit(session, row, objective, item)
+        row.state = state
+        row.datetime_complete = datetime.datetime.now()
+    if failure is not None:
+        raise failure
+    return None
 
 
 def set_intermediate_value(storage: RDBStorage, session: Any, trial_id: int, step: int, value: float) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
-from storage import mask, set_user_attrs
+from storage import finish_trial, mask, set_user_attrs
 
 if TYPE_CHECKING:
     import optuna
@@ -67,8 +67,7 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         "resumed_from_epoch": result.resumed_from_epoch,
     }
     attrs |= _speed_attrs(result.history)
-    _record_attrs(ctx, trial, attrs)
-    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value)
+    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
 
 
@@ -91,29 +90,31 @@ def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[
 
 
 def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
-          reason: str | None = None) -> None:  # fmt: skip
-    """Tell the final state exactly once, even when the reply to a committed tell was lost.
+          reason: str | None = None, attrs: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+    """Tell the final state (and write ``attrs``) exactly once, even when the reply to a committed
+    tell was lost: what Optuna's ``tell`` does, in one transaction (``storage.finish_trial``).
 
     Raises:
         TrialLostError: another process (a reaper) finished the trial first.
     """
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
+    from optuna import pruners
+
+    study = ctx.optuna_study
+
+    def after_trial(frozen: optuna.trial.FrozenTrial, values: list[float] | None) -> None:
+        study.sampler.after_trial(pruners._filter_study(study, frozen), frozen, state, values)
 
     def tell() -> Any:
-        # tell() reads the trial back after its write (or, when the trial was already finished,
-        # returns it as it found it): either way its answer says who finished it.
-        try:
-            if state == TrialState.COMPLETE:
-                return ctx.optuna_study.tell(trial, value, skip_if_finished=True)
-            return ctx.optuna_study.tell(trial, state=state, skip_if_finished=True)
-        except UpdateFinishedTrialError:  # finished between tell's own look and its write
-            return ctx.coordinator.storage.get_trial(trial._trial_id)
+        study._thread_local.cached_all_trials = None  # as tell: Optuna's cache holds within a trial only
+        return finish_trial(ctx.coordinator.storage, trial._trial_id, state, value, attrs or {}, after_trial)
 
-    frozen = retrying(tell, f"finishing trial {trial.number}")
+    # Found finished: by this very write whose reply was lost (the same state), or by another process.
+    found = retrying(tell, f"finishing trial {trial.number}")
     # A reaper fails a trial too, but with its own reason.
-    if frozen.state != state or (reason is not None and frozen.user_attrs.get(FAIL_REASON_ATTR) != reason):
-        raise TrialLostError(f"trial {trial.number} was finished as {frozen.state.name} by another process")
+    if found is not None and (
+        found.state != state or (reason is not None and found.user_attrs.get(FAIL_REASON_ATTR) != reason)
+    ):
+        raise TrialLostError(f"trial {trial.number} was finished as {found.state.name} by another process")
 
 
 def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, exc: Exception,

@@ -84,3 +84,48 @@ def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(t
     assert outcome.state == "LOST"
     [run_id] = created
     assert ctx.tracker.client.get_run(run_id).info.status == "KILLED"
+
+
+@pytest.mark.parametrize("finisher", ["this-worker", "a-reaper"])
+def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkeypatch, finisher):
+    """The trial's final state, value and attributes are one write; its reply is lost. The retry
+    finds the trial finished: by that write (the trial is this worker's, COMPLETE, attributes and
+    value stored once) or by a reaper in between (the trial is lost to its retry)."""
+    from optuna.trial import TrialState
+
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.coordination import _resilience
+    from search.execution import _finish, connect
+    from search.execution._trial import run_trial
+    from search.settings import SearchSettings
+
+    monkeypatch.setattr(_resilience, "OUTAGE", _resilience._Outage())
+    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": 0.0})  # fmt: skip
+    create_or_resume(loc, prepare(opts), 1)
+    ctx = connect(loc, "sleep", "test-worker")
+    trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+    real = _finish.finish_trial
+    calls = []
+
+    def reply_lost(storage, trial_id, state, value, attrs, before_write):
+        calls.append(state)
+        if len(calls) == 1:
+            if finisher == "this-worker":
+                real(storage, trial_id, state, value, attrs, before_write)
+            else:
+                storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+            raise _lost_connection()
+        return real(storage, trial_id, state, value, attrs, before_write)
+
+    monkeypatch.setattr(_finish, "finish_trial", reply_lost)
+    outcome = run_trial(ctx, trial)
+    stored = ctx.coordinator.storage.get_trial(trial._trial_id)
+    assert calls == [TrialState.COMPLETE, TrialState.COMPLETE]
+    if finisher == "this-worker":
+        assert (outcome.state, stored.state, stored.value) == ("COMPLETE", TrialState.COMPLETE, outcome.value)
+        assert stored.user_attrs["epochs_run"] == 3 and "cpu_seconds" in stored.user_attrs
+    else:
+        assert (outcome.state, stored.state) == ("LOST", TrialState.FAIL)
+        assert "epochs_run" not in stored.user_attrs

@@ -130,3 +130,43 @@ def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(u
         assert 4 not in backend.get_trial(trial._trial_id).intermediate_values
     finally:
         backend.engine.dispose()
+
+
+def test_finish_trial_tells_as_optuna_in_one_transaction(url: str) -> None:
+    """State, value and attributes in one transaction (one commit); a pruned trial's value is its
+    last report; the sampler's hook sees the running trial, and the state is written even when the
+    hook fails; an already finished trial is handed back untouched."""
+    import sqlalchemy
+
+    study, backend = _study(url)
+    commits: list[int] = []
+    seen: list[tuple[int, str, list[float] | None]] = []
+
+    def hook(frozen, values) -> None:  # noqa: ANN001
+        seen.append((frozen.number, frozen.state.name, values))
+
+    def failing_hook(frozen, values) -> None:  # noqa: ANN001
+        raise RuntimeError("sampler bug")
+
+    try:
+        done, pruned, broken = study.ask(), study.ask(), study.ask()
+        backend.set_trial_intermediate_value(pruned._trial_id, 3, 0.75)
+        sqlalchemy.event.listen(backend.engine, "commit", lambda conn: commits.append(1))
+        assert storage.finish_trial(backend, done._trial_id, TrialState.COMPLETE, 0.5, {"a": 1}, hook) is None
+        assert len(commits) == 1
+        assert storage.finish_trial(backend, pruned._trial_id, TrialState.PRUNED, None, {}, hook) is None
+        with pytest.raises(RuntimeError, match="sampler bug"):
+            storage.finish_trial(backend, broken._trial_id, TrialState.FAIL, None, {"why": "x"}, failing_hook)
+        assert seen == [(0, "RUNNING", [0.5]), (1, "RUNNING", [0.75])]
+        trials = {t.number: t for t in backend.get_all_trials(study._study_id)}
+        assert (trials[0].state, trials[0].value, trials[0].user_attrs) == (TrialState.COMPLETE, 0.5, {"a": 1})
+        assert trials[0].datetime_complete is not None
+        assert (trials[1].state, trials[1].value) == (TrialState.PRUNED, 0.75)
+        assert (trials[2].state, trials[2].value, trials[2].user_attrs) == (TrialState.FAIL, None, {"why": "x"})
+        again = storage.finish_trial(backend, done._trial_id, TrialState.FAIL, None, {"b": 2}, hook)
+        assert again is not None and again.state == TrialState.COMPLETE and again.user_attrs == {"a": 1}
+        assert backend.get_trial(done._trial_id).user_attrs == {"a": 1}
+        with pytest.raises(ValueError, match="cannot complete"):
+            storage.finish_trial(backend, study.ask()._trial_id, TrialState.COMPLETE, float("nan"), {}, hook)
+    finally:
+        backend.engine.dispose()
