@@ -20,6 +20,8 @@ Every figure is measured here, in one run; the machine is noisy, so compare medi
 
     python benchmarks/bench_overhead.py --baseline 0ce4fd8
     python benchmarks/bench_overhead.py --repeats 5 --trials 12 --pruner none
+    python benchmarks/bench_overhead.py --study $PWD/benchmarks/studies/sleep_study.py \
+        --study-option epoch_seconds=0 --study-option epochs=10 --trials 30   # all service, no training
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline", default="HEAD~1", help="git revision to compare with [HEAD~1]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--study", default="resmlp")
+    parser.add_argument("--study", default="resmlp", help="a built-in study, or a study file by absolute path")
     parser.add_argument("--study-option", action="append", metavar="KEY=VALUE", help="[data=digits, search_epochs=10]")
     parser.add_argument("--pruner", default="median:warmup=auto", help="the default; `none` trains every epoch")
     parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
@@ -87,7 +89,8 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
                 xacts = conn.execute(sqlalchemy.text(
                     "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :n"), {"n": name},
                 ).scalar_one()  # fmt: skip
-            trials = [t for t in optuna.load_study(study_name=args.study, storage=url).trials if t.datetime_start]
+            [study_name] = optuna.get_all_study_names(url)  # the fresh database's one study
+            trials = [t for t in optuna.load_study(study_name=study_name, storage=url).trials if t.datetime_start]
             client = MlflowClient(f"sqlite:///{Path(tmp) / 'project' / 'mlflow.db'}")
             epochs = training = 0.0
             for trial in trials:

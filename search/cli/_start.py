@@ -200,19 +200,18 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     # The workers start now and import torch and MLflow (seconds) while the input is checked and
     # the study and its MLflow run are created or updated; they join once that is done, or exit
     # if the command fails.
-    name = _name_without_loading(opts)
+    # A study file's name is known once it is imported: they are told it when they join.
     early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
-    procs = spawn_workers(loc, name, workers, gpus, debug, early=True, study=early_study) if workers > 0 and name \
-        else []  # fmt: skip
+    procs = spawn_workers(loc, None, workers, gpus, debug, early=True, study=early_study) if workers > 0 else []
     try:
         opts, changes = resume_options(opts, loc)
         prepared = prepare(opts)
         storage.ensure_project_dir(loc.project_dir)
         coordinator, created = create_or_resume(loc, prepared, opts.trials)
     except BaseException:
-        release_workers(procs, go=False)
+        release_workers(procs, go=None)
         raise
-    release_workers(procs, go=True)
+    release_workers(procs, go=coordinator.study_name)
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
     for line in changes:  # never silent; with --quiet a warning on stderr
         (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
@@ -233,11 +232,6 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
         return 130
     follower.close()
     return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
-
-
-def _name_without_loading(opts: StartOptions) -> str | None:
-    """The study's name when it is known without importing the study (a built-in's is its name)."""
-    return opts.name or (None if opts.study.endswith(".py") else opts.study)
 
 
 def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0) -> None:

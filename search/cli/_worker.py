@@ -47,8 +47,11 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     nnodes, endpoint, rdzv_id = kwargs.pop("nnodes"), kwargs.pop("rdzv_endpoint"), kwargs.pop("rdzv_id")
     if kwargs.pop("rank_of_group"):
         return _run_rank(kwargs, index)
-    if os.environ.get(ENV_EARLY) and not await_release():
-        return 0  # `search start` could not create the study; it says why
+    if os.environ.get(ENV_EARLY):
+        name = await_release()
+        if name is None:
+            return 0  # `search start` could not create the study; it says why
+        kwargs["name"] = name
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
     nodes = _nodes(nnodes, endpoint, rdzv_id)

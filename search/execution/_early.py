@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 ENV_EARLY = "HPSEARCH_EARLY_WORKER"
 """Set, to a temporary log file, for a worker started before its study exists (and before the
 command's input is checked, which must create nothing): it imports what training needs, then waits
-for one line on stdin: ``go LOG`` (the study is ready: it moves its output to ``LOG`` and joins);
+for one line on stdin: ``go ["LOG", "NAME"]`` (the study NAME is ready: it moves its output to
+``LOG`` and joins it; a study file's name is known only once the command has imported it);
 anything else or EOF (the command died) ends it without joining. A failed command terminates it."""
 _EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
 """pid of an early worker -> (its temporary log, its log in the project)."""
@@ -25,17 +26,17 @@ data while the worker waits. Used only if the study turns out to be that one (se
 _PRELOADED: dict[str, Any] = {}
 
 
-def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
-    """Tell early workers that the study is ready (``go``), or end them (the command failed)."""
+def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> None:
+    """Tell early workers that the study named ``go`` is ready, or (None) end them: the command failed."""
     for proc in procs:
         early = _EARLY_LOGS.pop(proc.pid, None)
         if early is None or proc.stdin is None:
             continue
         temp, log_path = early
-        if go:
+        if go is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                proc.stdin.write(f"go {log_path}\n".encode())
+                proc.stdin.write(f"go {json.dumps([str(log_path), go])}\n".encode())
                 proc.stdin.close()
             except OSError:  # it died already; the caller sees its exit code
                 pass
@@ -50,10 +51,10 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: bool) -> None:
         temp.unlink(missing_ok=True)
 
 
-def await_release() -> bool:
+def await_release() -> str | None:
     """In an early worker: import what a trial needs while ``search start`` checks its input and
-    creates the study, then wait for its word. True: join the study (output now goes to the
-    project's log, after what was written so far); False: exit."""
+    creates the study, then wait for its word: the name of the study to join (output now goes to
+    the project's log, after what was written so far), or None: exit."""
     temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
     try:
         import accelerate  # noqa: F401
@@ -64,9 +65,13 @@ def await_release() -> bool:
 
         _preload(os.environ.pop(ENV_EARLY_STUDY, None))
 
-        word, _, where = sys.stdin.readline().strip().partition(" ")
-        if word != "go" or not where:
-            return False
+        word, _, rest = sys.stdin.readline().strip().partition(" ")
+        try:
+            where, name = json.loads(rest) if word == "go" else (None, None)
+        except ValueError:
+            where = name = None
+        if not where or not name:
+            return None
         sys.stdout.flush()
         sys.stderr.flush()
         with open(where, "ab") as log:
@@ -74,7 +79,7 @@ def await_release() -> bool:
             log.flush()
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
-        return True
+        return str(name)
     finally:
         temp.unlink(missing_ok=True)
 

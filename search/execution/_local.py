@@ -95,7 +95,7 @@ def _device_list(value: str) -> list[str]:
     return devices
 
 
-def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool, early: bool = False,
+def spawn_workers(loc: Locations, name: str | None, count: int, gpus: list[str], debug: bool, early: bool = False,
                   study: tuple[str, dict[str, Any]] | None = None) -> list[subprocess.Popen[bytes]]:  # fmt: skip
     """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``.
 
@@ -107,10 +107,11 @@ def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug:
     return [spawn_worker(loc, name, index, count, gpus, debug, early, study) for index in range(count)]
 
 
-def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str], debug: bool,
+def spawn_worker(loc: Locations, name: str | None, index: int, count: int, gpus: list[str], debug: bool,
                  early: bool = False, study: tuple[str, dict[str, Any]] | None = None,
                  ) -> subprocess.Popen[bytes]:  # fmt: skip
-    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
+    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``;
+    an ``early`` one may start without the study's ``name``, which it is told when released."""
     logs = loc.project_dir / "logs"
     if not early:
         logs.mkdir(parents=True, exist_ok=True)
@@ -118,7 +119,7 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
     cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
-           "--name", name, "--worker-index", str(index)]  # fmt: skip
+           *(["--name", name] if name else []), "--worker-index", str(index)]  # fmt: skip
     log_path = logs / f"worker-{index}.log"
     if early:
         fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
