@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line and exit code 2 for any configuration or infrastructure error,
     75 for a database that stayed unreachable past the outage limit (retry later)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    # MLflow's usage telemetry would count every call the service makes for its users (runs,
+    # batches, thousands a study) and send them from every worker: a thread, an HTTPS connection
+    # per process and CPU on each trial's path. Off in this command and the processes it starts,
+    # unless the user set it.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         cli.main(args=argv, prog_name="search", standalone_mode=False)
     except click.exceptions.Exit as exc:

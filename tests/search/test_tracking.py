@@ -1,5 +1,6 @@
 """A trial's MLflow run written in the background: everything lands, in order, and failures surface."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,18 @@ def test_a_finished_study_ends_the_trial_runs_nobody_knew_of(tracker: Tracker) -
     status = {run.run_id: tracker.client.get_run(run.run_id).info.status for run in (orphan, done, retrain, elsewhere)}
     assert status == {orphan.run_id: "KILLED", done.run_id: "FINISHED", retrain.run_id: "RUNNING",
                       elsewhere.run_id: "RUNNING"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "true"), ("false", "false")])
+def test_mlflow_usage_telemetry_is_off_unless_the_user_set_it(monkeypatch, capsys, given, expected):
+    """The command and the workers it starts (which inherit its environment) send MLflow no usage
+    telemetry, unless the user asked for it."""
+    from search.cli._main import main
+
+    if given is None:
+        monkeypatch.delenv("MLFLOW_DISABLE_TELEMETRY", raising=False)
+    else:
+        monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", given)
+    main(["--help"])  # as any command
+    assert "Usage: search" in capsys.readouterr().out
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == expected
