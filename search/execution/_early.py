@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ _PRELOADED: dict[str, Any] = {}
 
 def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> None:
     """Tell early workers that the study named ``go`` is ready, or (None) end them: the command failed."""
+    if procs:
+        log.debug("%s %d early workers", "releasing" if go is not None else "ending", len(procs))
     for proc in procs:
         early = _EARLY_LOGS.pop(proc.pid, None)
         if early is None or proc.stdin is None:
@@ -54,34 +57,46 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> Non
 def await_release() -> str | None:
     """In an early worker: import what a trial needs while ``search start`` checks its input and
     creates the study, then wait for its word: the name of the study to join (output now goes to
-    the project's log, after what was written so far), or None: exit."""
+    the project's log, after what was written so far), or None: exit. If the imports or the study
+    fail here, the word is still awaited, so that the project's log shows why, then it raises."""
     temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
     try:
-        import accelerate  # noqa: F401
-        import mlflow  # noqa: F401
-        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
-        import optuna  # noqa: F401
-        import torch._dynamo  # noqa: F401  (what the first optimizer imports)
-
-        _preload(os.environ.pop(ENV_EARLY_STUDY, None))
-
-        word, _, rest = sys.stdin.readline().strip().partition(" ")
         try:
-            where, name = json.loads(rest) if word == "go" else (None, None)
-        except ValueError:
-            where = name = None
-        if not where or not name:
-            return None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        with open(where, "ab") as log:
-            log.write(temp.read_bytes())
-            log.flush()
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-        return str(name)
+            import accelerate  # noqa: F401
+            import mlflow  # noqa: F401
+            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
+            import optuna  # noqa: F401
+            import torch._dynamo  # noqa: F401  (what the first optimizer imports)
+
+            _preload(os.environ.pop(ENV_EARLY_STUDY, None))
+        except BaseException:
+            traceback.print_exc()
+            _join(temp)
+            raise
+        log.debug("imported and preloaded; waiting for the study")
+        return _join(temp)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _join(temp: Path) -> str | None:
+    """Wait for ``search start``'s word; on ``go``, move this process's output so far (``temp``) and
+    from now on to the project's log and return the study's name."""
+    word, _, rest = sys.stdin.readline().strip().partition(" ")
+    try:
+        where, name = json.loads(rest) if word == "go" else (None, None)
+    except ValueError:
+        where = name = None
+    if not where or not name:
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(where, "ab") as out:
+        out.write(temp.read_bytes())
+        out.flush()
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    return str(name)
 
 
 def _preload(spec: str | None) -> None:

@@ -163,3 +163,21 @@ def test_start_stops_with_one_line_when_every_local_worker_fails(cli, tmp_path):
                "--study-option", f"marker={marker}", cwd=tmp_path)  # fmt: skip
     _assert_one_line_error(proc, "all 2 local workers failed")
     assert "is gone" in proc.stderr  # the reason, from the worker's log
+
+
+def test_an_early_worker_that_fails_before_the_study_exists_leaves_why_in_its_log(cli, tmp_path):
+    """A worker started early dies while it loads the study (here the study file exits in worker
+    processes only): the command fails with one line naming the worker's log, and that log, in the
+    project, holds what the worker wrote before it died."""
+    study = tmp_path / "dies.py"
+    study.write_text(
+        SLEEP_STUDY.read_text()
+        + '\nimport sys\nif "worker" in sys.argv:\n    print("dying while loading", flush=True)\n    sys.exit(3)\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = cli("start", "--study", str(study), "--trials", "2", "--workers", "1", "--no-retrain", cwd=work)
+    _assert_one_line_error(proc, "all 1 local workers failed (exit codes [3])")
+    log = work / ".search" / "logs" / "worker-0.log"
+    assert str(log) in proc.stderr
+    assert "dying while loading" in log.read_text()
