@@ -16,9 +16,9 @@ def _ask_package_checks_once() -> None:
     """Answer Accelerate's per-step "is ``lomo_optim`` installed?" from one look.
 
     Accelerate asks it in every ``backward``, ``clip_grad_norm_`` and optimizer step, each time a
-    filesystem search through ``importlib.util.find_spec`` (about 0.13 ms, four times a step:
-    several percent of a small model's step on CPU, more of a GPU's). What is installed does not
-    change under a running process, so the answer is computed once and handed back after.
+    filesystem search through ``importlib.util.find_spec``: about 0.09 ms of CPU a step here, 13%
+    of a 32-64-10 MLP's step at batch 32 (0.708 -> 0.614 ms, alternated fits in one process). What
+    is installed does not change under a running process, so it is answered once.
     """
     import accelerate.accelerator
     import accelerate.optimizer
