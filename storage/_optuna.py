@@ -250,19 +250,34 @@ def finish_trial(
 
 def set_intermediate_value(storage: RDBStorage, session: Any, trial_id: int, step: int, value: float) -> None:
     """Store a trial's value at ``step`` in ``session``'s transaction, as Optuna's ``report`` does
-    (the trial must be running; a step stored before is overwritten), in one look at the trial and
-    one upsert on PostgreSQL and SQLite, where Optuna also looks the step up first."""
+    (the trial must be running; a step stored before is overwritten). On PostgreSQL and SQLite one
+    statement, an upsert of the row selected from the trial while it runs, where Optuna looks the
+    trial and the step up first; only when nothing was written is the trial looked at, to raise
+    Optuna's error."""
     from optuna.storages._rdb import models
+    from optuna.trial import TrialState
+    from sqlalchemy import literal, select
 
     if storage.engine.name not in _UPSERTS:
         storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
         return
-    _check_running(storage, session, trial_id)
-    table = models.TrialIntermediateValueModel
-    stored, kind = table.intermediate_value_to_stored_repr(value)
-    row = {"trial_id": trial_id, "step": step, "intermediate_value": stored, "intermediate_value_type": kind}
-    columns = ["intermediate_value", "intermediate_value_type"]
-    _upsert(storage, session, table, [row], [table.trial_id, table.step], columns)
+    table, trials = models.TrialIntermediateValueModel.__table__, models.TrialModel.__table__
+    stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
+    row = select(
+        literal(trial_id, table.c.trial_id.type),
+        literal(step, table.c.step.type),
+        literal(stored, table.c.intermediate_value.type),
+        literal(kind, table.c.intermediate_value_type.type),
+    ).where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
+    columns = ["trial_id", "step", "intermediate_value", "intermediate_value_type"]
+    statement = _UPSERTS[storage.engine.name]()(table).from_select(columns, row)
+    statement = statement.on_conflict_do_update(
+        index_elements=[table.c.trial_id, table.c.step],
+        set_={column: statement.excluded[column] for column in columns[2:]},
+    )
+    if session.execute(statement).rowcount == 0:  # not running (or no such trial): Optuna's error
+        _check_running(storage, session, trial_id)
+        raise RuntimeError(f"the value of trial id {trial_id} at step {step} was not stored")
 
 
 def _check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:

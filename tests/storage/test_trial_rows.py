@@ -94,8 +94,8 @@ def test_set_trial_params_checks_every_distribution_with_one_lookup_per_param(ur
 
 
 def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(url: str) -> None:
-    """Optuna's report, in one look at the trial and one upsert: NaN and infinities round-trip, a
-    step reported again is overwritten, and a finished trial takes no more values."""
+    """Optuna's report, in one statement: NaN and infinities round-trip, a step reported again is
+    overwritten, and a finished trial takes no more values (nor does a trial that does not exist)."""
     import math
 
     import sqlalchemy
@@ -117,7 +117,7 @@ def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(u
         sqlalchemy.event.listen(backend.engine, "before_cursor_execute", count)
         report(trial._trial_id, 1, float("nan"))
         sqlalchemy.event.remove(backend.engine, "before_cursor_execute", count)
-        assert statements == ["SELECT", "INSERT"], statements
+        assert statements == ["INSERT"], statements  # the trial's state checked by the statement itself
         report(trial._trial_id, 2, float("inf"))
         report(trial._trial_id, 3, float("-inf"))
         report(trial._trial_id, 0, 0.25)  # again: overwritten
@@ -128,6 +128,8 @@ def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(u
         with pytest.raises(UpdateFinishedTrialError):
             report(trial._trial_id, 4, 0.1)
         assert 4 not in backend.get_trial(trial._trial_id).intermediate_values
+        with pytest.raises(KeyError):
+            report(trial._trial_id + 1000, 0, 0.1)
     finally:
         backend.engine.dispose()
 
