@@ -195,7 +195,7 @@ def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mappin
             storage._set_trial_attr_without_commit(session, table, trial_id, key, value)
     elif attrs:
         rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-        _upsert(storage, session, table, rows, [table.trial_id, table.key], ["value_json"])
+        _upsert(session, _insert(storage, table).values(rows), [table.trial_id, table.key], ["value_json"])
 
 
 def finish_trial(
@@ -270,12 +270,9 @@ def set_intermediate_value(storage: RDBStorage, session: Any, trial_id: int, ste
         literal(kind, table.c.intermediate_value_type.type),
     ).where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
     columns = ["trial_id", "step", "intermediate_value", "intermediate_value_type"]
-    statement = _UPSERTS[storage.engine.name]()(table).from_select(columns, row)
-    statement = statement.on_conflict_do_update(
-        index_elements=[table.c.trial_id, table.c.step],
-        set_={column: statement.excluded[column] for column in columns[2:]},
-    )
-    if session.execute(statement).rowcount == 0:  # not running (or no such trial): Optuna's error
+    statement = _insert(storage, table).from_select(columns, row)
+    written = _upsert(session, statement, [table.c.trial_id, table.c.step], columns[2:]).rowcount
+    if written == 0:  # not running (or no such trial): Optuna's error
         _check_running(storage, session, trial_id)
         raise RuntimeError(f"the value of trial id {trial_id} at step {step} was not stored")
 
@@ -287,27 +284,18 @@ def _check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
     storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
 
 
-def _upsert(storage: RDBStorage, session: Any, table: Any, rows: list[dict[str, Any]], keys: list[Any],
-            columns: list[str]) -> None:  # fmt: skip
-    """Insert ``rows`` into ``table``; where one with the same ``keys`` exists, set its ``columns``."""
-    statement = _UPSERTS[storage.engine.name]()(table).values(rows)
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=keys, set_={column: statement.excluded[column] for column in columns}
-        )
-    )
+def _upsert(session: Any, statement: Any, keys: list[Any], columns: list[str]) -> Any:
+    """Run the insert ``statement``; where a row with the same ``keys`` exists, set its ``columns``."""
+    update = {column: statement.excluded[column] for column in columns}
+    return session.execute(statement.on_conflict_do_update(index_elements=keys, set_=update))
 
 
-def _postgresql_insert() -> Any:
-    from sqlalchemy.dialects import postgresql
+def _insert(storage: RDBStorage, table: Any) -> Any:
+    """An INSERT into ``table`` in the storage's dialect, which can upsert (see ``_UPSERTS``)."""
+    from sqlalchemy.dialects import postgresql, sqlite
 
-    return postgresql.insert
-
-
-def _sqlite_insert() -> Any:
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert
+    return (postgresql if storage.engine.name == "postgresql" else sqlite).insert(table)
 
 
-_UPSERTS: dict[str, Callable[[], Any]] = {"postgresql": _postgresql_insert, "sqlite": _sqlite_insert}
+_UPSERTS = ("postgresql", "sqlite")
+"""The dialects written with upserts; elsewhere Optuna's own statements."""

@@ -54,14 +54,11 @@ def test_a_lost_reply_after_a_suggestion_never_trains_other_params_than_stored(t
     assert {"x": params.x, "lr": params.lr} == stored
 
 
-def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(tmp_path):
-    """Frozen (SIGSTOP) between creating its MLflow run and storing the run's id on the trial: the
-    trial was reaped meanwhile, with no run to end. The worker ends the run it made when it wakes."""
-    from optuna.trial import TrialState
-
+def _claimed_sleep_trial(tmp_path):
+    """A one-trial sleep study in embedded stores under ``tmp_path``, a worker's context on it, and
+    the trial that worker claimed."""
     from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
-    from search.execution._trial import run_trial
     from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
@@ -70,6 +67,17 @@ def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(t
     create_or_resume(loc, prepare(opts), 1)
     ctx = connect(loc, "sleep", "test-worker")
     trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+    return ctx, trial
+
+
+def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(tmp_path):
+    """Frozen (SIGSTOP) between creating its MLflow run and storing the run's id on the trial: the
+    trial was reaped meanwhile, with no run to end. The worker ends the run it made when it wakes."""
+    from optuna.trial import TrialState
+
+    from search.execution._trial import run_trial
+
+    ctx, trial = _claimed_sleep_trial(tmp_path)
     created = []
     start_child = ctx.tracker.start_child
 
@@ -93,19 +101,12 @@ def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkey
     value stored once) or by a reaper in between (the trial is lost to its retry)."""
     from optuna.trial import TrialState
 
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.coordination import _resilience
-    from search.execution import _finish, connect
+    from search.execution import _finish
     from search.execution._trial import run_trial
-    from search.settings import SearchSettings
 
     monkeypatch.setattr(_resilience, "OUTAGE", _resilience._Outage())
-    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=SearchSettings(pruner="none"),
-                        study_options={"epoch_seconds": 0.0})  # fmt: skip
-    create_or_resume(loc, prepare(opts), 1)
-    ctx = connect(loc, "sleep", "test-worker")
-    trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+    ctx, trial = _claimed_sleep_trial(tmp_path)
     real = _finish.finish_trial
     calls = []
 
