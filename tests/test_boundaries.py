@@ -177,3 +177,12 @@ def test_import_trainer_leaves_optuna_and_mlflow_out() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_import_trainer_leaves_fsdp_and_distributed_checkpointing_out() -> None:
+    """They are about 0.8 s of imports that only a sharded fit needs; the command that follows a
+    study imports the trainer with any study and never trains (sharding itself: test_multiprocess)."""
+    heavy = ("torch.distributed.fsdp", "torch.distributed.checkpoint", "torch.distributed.tensor")
+    code = f"import sys, trainer\nprint(','.join(m for m in {heavy!r} if m in sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -12,24 +12,18 @@ dicts (the optimizer state keyed by parameter name, not by index as an unsharded
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
 
-_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+# FSDP, DTensor and distributed checkpointing are imported by the functions that shard (about
+# 0.8 s of imports on top of torch's): the processes that never shard, the command following a
+# study and most workers, do without them. Until FSDP has been imported nothing can be sharded,
+# and until DTensor has, no tensor is one.
 
 
 def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:
@@ -37,6 +31,9 @@ def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module
     model.to(device)
     for tensor in [*model.parameters(), *model.buffers()]:  # rank 0's initialisation, as DDP starts
         dist.broadcast(tensor.data, src=0)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
     mesh = init_device_mesh(device.type, (world,))
     for unit in _units(model):
         fully_shard(unit, mesh=mesh)
@@ -66,7 +63,8 @@ def _has_params(module: nn.Module) -> bool:
 
 
 def is_sharded(model: nn.Module) -> bool:
-    return isinstance(model, FSDPModule)
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 def set_gradient_sync(model: nn.Module, sync: bool) -> None:
@@ -76,18 +74,24 @@ def set_gradient_sync(model: nn.Module, sync: bool) -> None:
 
 def local(value: Tensor) -> Tensor:
     """A plain tensor: the full value of a DTensor (a gradient norm of a sharded model), else itself."""
-    return value.full_tensor() if isinstance(value, DTensor) else value
+    dtensor = sys.modules.get("torch.distributed.tensor")
+    return value.full_tensor() if dtensor is not None and isinstance(value, dtensor.DTensor) else value
 
 
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
     """The unsharded model and optimizer state dicts on the CPU of rank 0 (every rank must call)."""
-    return get_model_state_dict(model, options=_FULL), get_optimizer_state_dict(model, optimizer, options=_FULL)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    full = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=full), get_optimizer_state_dict(model, optimizer, options=full)
 
 
 def load_full_state(
     model: nn.Module, optimizer: torch.optim.Optimizer, model_state: dict[str, Any], optimizer_state: dict[str, Any]
 ) -> None:
     """Load unsharded state dicts (every rank holds them) into the sharded model and optimizer."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
+
     options = StateDictOptions(full_state_dict=True)
     set_model_state_dict(model, model_state, options=options)
     set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
