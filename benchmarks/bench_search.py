@@ -165,6 +165,8 @@ def run_service(args: argparse.Namespace) -> list[Trace]:
                 started = time.time()
                 if strategy.sequential:
                     trials = _run_script(study, options, seed, args.trials)
+                elif strategy.build is not None:
+                    raise SystemExit(f"{name} is a simulate-only experiment")
                 else:
                     trials = _run_search(study, options, strategy, workers, seed, args)
                 trace = _trace(name, args.problem, workers, seed, trials, started)
@@ -421,8 +423,19 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
+def experiments() -> dict[str, Strategy]:
+    """Strategies the product does not offer, kept so that measured results can be run again
+    (simulate mode only; named, never part of the default "all")."""
+    from curves_tpe import curves_study
+
+    return {"tpe-curves": Strategy("tpe-curves", build=curves_study(0.0)),
+            "tpe-curves-q": Strategy("tpe-curves-q", build=curves_study(0.25))}  # fmt: skip
+
+
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
     table = strategies()
+    if args.strategies:
+        table.update(experiments())
     names: list[str] = []
     for piece in args.strategies.split(",") if args.strategies else list(table):
         if names and "+" in names[-1] and "=" in piece and "+" not in piece and piece not in table:
