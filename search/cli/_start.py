@@ -8,6 +8,7 @@ would not (the seed also splits the data; study options change the data or the m
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Mapping
@@ -212,6 +213,10 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
         release_workers(procs, go=None)
         raise
     release_workers(procs, go=coordinator.study_name)
+    # As a worker does: the imports and the study leave about a million long-lived objects, which
+    # every full pass of the collector would walk again (a few tenths of a second, often in the
+    # study's last moments, when the summary reads every trial).
+    gc.freeze()
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
     for line in changes:  # never silent; with --quiet a warning on stderr
         (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
