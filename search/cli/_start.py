@@ -213,7 +213,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
         release_workers(procs, go=None)
         raise
     release_workers(procs, go=coordinator.study_name)
-    # As a worker does: the imports and the study leave about a million long-lived objects, which
+    # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).
     gc.freeze()
