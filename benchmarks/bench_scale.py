@@ -20,6 +20,11 @@ follower: PostgreSQL's backends and the rest of the machine), and per process ou
 (start-up and exit; the follower counted as one of the processes), which says what bounds the rate
 when the machine's cores, not the trials, are the limit.
 
+With ``--profile DIR`` every worker runs under ``benchmarks/cpu_profile.py`` (cProfile on every
+thread, timed by the thread's CPU clock) and the table is followed by where the trials' CPU went,
+per trial, step by step, and the functions with the most CPU of their own. Profiling slows Python
+code down, so read those figures as shares, and the throughput of such a run as no figure at all.
+
 Targets (issue 4): >= 90% of ideal throughput with 32 workers and 1 s trials; p50 orchestration < 100 ms.
 """
 
@@ -57,7 +62,8 @@ def drop_db(admin: sqlalchemy.Engine, name: str) -> None:
         conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}"'))
 
 
-def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) -> dict[str, float]:
+def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int,
+             profile: Path | None = None) -> dict[str, float]:  # fmt: skip
     import optuna
 
     admin = sqlalchemy.create_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -78,10 +84,23 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int) ->
             for line in start.stdout:  # wait until the study exists
                 if "created; budget" in line:
                     break
-            procs = [subprocess.Popen([*search, "worker", "--name", "sleep"], env=env, stdout=log, stderr=log)
-                     for _ in range(workers)]  # fmt: skip
-            for proc in [*procs, start]:
+
+            def worker(i: int) -> list[str]:
+                if profile is None:
+                    return [*search, "worker", "--name", "sleep"]
+                out = profile / f"w{workers}-{i}.prof"
+                return [sys.executable, str(ROOT / "benchmarks" / "cpu_profile.py"), str(out), *search[1:], "worker",
+                        "--name", "sleep"]  # fmt: skip
+
+            procs = [subprocess.Popen(worker(i), env=env, stdout=log, stderr=log) for i in range(workers)]
+            for proc in procs:
                 proc.wait()
+            if all(proc.returncode for proc in procs):  # the follower would wait for a worker forever
+                start.terminate()
+                start.wait()
+                sys.exit(f"every worker failed; see the end of {Path(tmp) / 'bench.log'}:\n"
+                         + (Path(tmp) / "bench.log").read_text()[-3000:])  # fmt: skip
+            start.wait()
             busy, children = machine_busy_seconds() - busy0, children_cpu_seconds() - children0
             study = optuna.load_study(
                 study_name="sleep", storage=storage.replace("postgresql:", "postgresql+psycopg2:")
@@ -159,15 +178,18 @@ def main() -> None:
     parser.add_argument("--workers", default="1,4,16,32")
     parser.add_argument("--trial-seconds", type=float, default=1.0)
     parser.add_argument("--trials-per-worker", type=int, default=4)
+    parser.add_argument("--profile", type=Path, help="profile the workers' CPU into this folder (see above)")
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     check_capacity(args.admin_url, max(counts))
     print(f"{'workers':>7} {'trials':>6} {'trials/s':>9} {'ideal':>7} {'% ideal':>8} {'orch p50':>9} {'orch p95':>9}"
           f" {'end-to-end':>11} {'CPU/trial in worker':>19} {'elsewhere':>9}"
           f" {'CPU/process outside trials':>26}")  # fmt: skip
     for workers in counts:
         started = time.monotonic()
-        r = run_once(args.admin_url, workers, args.trial_seconds, workers * args.trials_per_worker)
+        r = run_once(args.admin_url, workers, args.trial_seconds, workers * args.trials_per_worker, args.profile)
         print(
             f"{workers:>7} {r['trials']:>6} {r['throughput']:>9.2f} {r['ideal']:>7.2f} "
             f"{100 * r['throughput'] / r['ideal']:>7.1f}% {r['p50_ms']:>7.0f}ms {r['p95_ms']:>7.0f}ms"
@@ -175,6 +197,21 @@ def main() -> None:
             f" {r['cpu_outside_s']:>25.2f}s   ({time.monotonic() - started:.0f}s wall)",
             flush=True,
         )
+    if args.profile:
+        print_profiles(args.profile, counts, args.trials_per_worker)
+
+
+def print_profiles(folder: Path, counts: list[int], trials_per_worker: int) -> None:
+    """Per worker count: the trials' CPU step by step (ms per trial, under the profiler), then the
+    functions with the most CPU of their own."""
+    import cpu_profile
+
+    for workers in counts:
+        paths = sorted(folder.glob(f"w{workers}-*.prof"))
+        print(f"\n{workers} workers, CPU per trial under the profiler (every thread, ms):")
+        for label, ms in cpu_profile.phases(paths, workers * trials_per_worker, callees=4):
+            print(f"  {label:<72} {ms:>8.1f}")
+        cpu_profile.top(paths, 30)
 
 
 if __name__ == "__main__":
