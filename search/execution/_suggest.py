@@ -40,17 +40,18 @@ class _HeldParams:
 
 class _OneRead:
     """The study's storage as its sampler sees it while a trial's params are suggested: the study's
-    trials are read once, at the first param, for all of them. Everything else goes to the storage.
+    trials are read once, for all of them. Everything else goes to the storage.
 
     TPE with constant liar (the default) reads the whole study again for every param (Optuna's
     per-trial cache is off for it, so that running trials are seen as they start): a database
     round trip each, most of a suggestion's time. A trial's params are chosen within milliseconds
-    of each other, so they are chosen from one read.
+    of each other, so they are chosen from one read: the one the claim made just after creating
+    the trial (``trials``, Optuna's per-trial cache), or else one at the first param.
     """
 
-    def __init__(self, storage: optuna.storages.BaseStorage) -> None:
+    def __init__(self, storage: optuna.storages.BaseStorage, trials: list[FrozenTrial] | None = None) -> None:
         self._storage = storage
-        self._trials: list[FrozenTrial] | None = None
+        self._trials = trials
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
                        states: Container[TrialState] | None = None) -> list[FrozenTrial]:  # fmt: skip
@@ -83,7 +84,9 @@ def suggest_params(study: Study, storage: optuna.storages.RDBStorage, trial: opt
         # through the study's.
         held, own_storage, study_storage = _HeldParams(storage), trial.storage, trial.study._storage
         trial.storage = held  # type: ignore[assignment]
-        trial.study._storage = _OneRead(study_storage)  # type: ignore[assignment]
+        # The claim's read of the study, if this is the first try (a retry reads the study again).
+        claimed = getattr(trial.study._thread_local, "cached_all_trials", None) if tries == 1 else None
+        trial.study._storage = _OneRead(study_storage, claimed)  # type: ignore[assignment]
         try:
             params = study.suggest(trial)
         except Exception:

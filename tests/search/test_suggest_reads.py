@@ -60,3 +60,25 @@ def test_params_are_chosen_from_one_read_and_match_optunas(tmp_path, monkeypatch
     assert params == expected
     assert ours._storage.get_trial(trial._trial_id).params == {"x": params.x, "lr": params.lr}
     assert isinstance(ours._storage, _CachedStorage) and trial.storage is ours._storage  # put back
+
+
+def test_a_claimed_trials_params_come_from_the_claims_read_and_match_optunas(tmp_path, monkeypatch) -> None:
+    """The claim reads the study just after creating the trial (Optuna's per-trial cache, as
+    ``study.ask`` would): the params are chosen from that read, with no read of their own."""
+    from optuna.storages import _CachedStorage
+
+    from search.execution._suggest import suggest_params
+    from studies import load_study_file
+
+    sleep = load_study_file(SLEEP_STUDY)
+    plain = _study_with_history(f"sqlite:///{tmp_path}/plain.db", 0)
+    expected = sleep.suggest(plain.ask())
+
+    ours = _study_with_history(f"sqlite:///{tmp_path}/ours.db", 0)
+    trial = ours.ask()
+    ours._thread_local.cached_all_trials = ours._storage.get_all_trials(ours._study_id, deepcopy=False)  # the claim's
+    reads: list[int] = []
+    real = _CachedStorage.get_all_trials
+    monkeypatch.setattr(_CachedStorage, "get_all_trials", lambda self, *a, **k: reads.append(1) or real(self, *a, **k))
+    assert suggest_params(sleep, ours._storage._backend, trial) == expected
+    assert reads == []
