@@ -140,9 +140,11 @@ class RunLogger:
     """One run's metrics, params and end, written in order without holding up training.
 
     A :class:`trainer.MetricsSink`: the metrics of the epochs of ``SEND_EVERY_S`` seconds become one
-    ``log_batch`` (the first epoch's at once, so a new run shows its params and first values; the
-    rest when that interval has passed, and at :meth:`flush` and :meth:`finish`): a study of short
-    epochs costs its tracking server one request every few seconds per trial, not one an epoch.
+    ``log_batch``, sent at the first epoch that ends that long after the previous batch (or after
+    the run began), and at :meth:`flush` and :meth:`finish`: a study of short epochs costs its
+    tracking server one request every few seconds per trial, not one an epoch, and a trial shorter
+    than the interval one batch in all (its params, metrics and final tags). A run shows its
+    params and first values within the interval, or with its first epoch when epochs are longer.
     Writes go to a background thread (one per tracker, so a run's writes keep their order) and
     overlap training; params wait for the next batch instead of costing a round trip of their own.
     :meth:`finish` and :meth:`flush` wait for every write, and raise the first that failed.
@@ -154,7 +156,7 @@ class RunLogger:
         self._writer = writer
         self._pending: list[Any] = []
         self._metrics: list[Any] = []
-        self._sent_at = -SEND_EVERY_S
+        self._sent_at = time.monotonic()  # the first batch waits for the interval too
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Sent with the next batch."""

@@ -37,8 +37,8 @@ def test_params_metrics_tags_and_end_all_land_in_order(tracker: Tracker) -> None
 
 
 def test_short_epochs_go_in_one_batch_per_interval_and_all_land(tracker: Tracker, monkeypatch) -> None:
-    """The first epoch is sent at once (its params with it), the next ones when the interval has
-    passed or the run ends; 1,200 epochs of two metrics exceed MLflow's limit of one batch."""
+    """Epochs are sent when the interval has passed since the run began or the last batch, or when
+    the run ends; 1,200 epochs of two metrics exceed MLflow's limit of one batch."""
     run = _child(tracker)
     batches: list[int] = []
     log_batch = run.client.log_batch
@@ -52,14 +52,34 @@ def test_short_epochs_go_in_one_batch_per_interval_and_all_land(tracker: Tracker
     run.log_params({"lr": 0.1})
     for epoch in range(1, 1201):
         run.log({"val_loss": 1.0 / epoch, "train_loss": 2.0 / epoch}, step=epoch)
+    assert batches == []  # well within the interval: nothing sent yet
     run.flush()
-    assert batches[0] == 2  # the first epoch, at once
-    assert len(batches) <= 1 + 3 + 1  # then by interval (well under 5 s here), in chunks MLflow accepts
+    assert len(batches) == 3  # 2,400 metrics in the chunks MLflow accepts
     assert max(batches) <= 1000
     run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
     history = tracker.client.get_metric_history(run.run_id, "val_loss")
     assert sorted(m.step for m in history) == list(range(1, 1201))
     assert tracker.client.get_run(run.run_id).data.params == {"lr": "0.1"}
+
+
+def test_an_epoch_that_ends_an_interval_after_the_last_batch_is_sent_with_it(tracker: Tracker, monkeypatch) -> None:
+    """Epochs longer than the interval are each sent as they end, the first one too (its params with it)."""
+    from search.tracking import _tracker
+
+    clock = [1000.0]
+    monkeypatch.setattr(_tracker.time, "monotonic", lambda: clock[0])
+    run = _child(tracker)
+    run.log_params({"lr": 0.1})
+    run.log({"val_loss": 1.0}, step=1)  # within the interval of the run's start: held back
+    run._writer.flush()
+    assert tracker.client.get_run(run.run_id).data.params == {}
+    clock[0] += _tracker.SEND_EVERY_S
+    run.log({"val_loss": 0.5}, step=2)
+    run._writer.flush()
+    got = tracker.client.get_run(run.run_id).data
+    assert got.params == {"lr": "0.1"} and got.metrics == {"val_loss": 0.5}
+    assert [m.step for m in tracker.client.get_metric_history(run.run_id, "val_loss")] == [1, 2]
+    run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
 
 
 def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None:
