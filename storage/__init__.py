@@ -31,7 +31,7 @@ from storage._optuna import (
     set_user_attrs,
 )
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
-from storage._trials import StudyTrials
+from storage._trials import StudyTrials, read_trials
 from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "POOL_SIZE",
     "StorageError",
     "StudyTrials",
+    "read_trials",
     "TRACKING_MAX_OVERFLOW",
     "TRACKING_POOL_SIZE",
     "TrialCounts",

@@ -11,6 +11,7 @@ back: its reporter holds its params and values; only its system attributes (rung
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,7 @@ class StudyTrials:
 
     def _refresh(self, session: Any, own_id: int | None) -> None:
         from optuna.storages._rdb import models
-        from sqlalchemy import orm, select
+        from sqlalchemy import select
 
         trial_model, attr_model = models.TrialModel, models.TrialSystemAttributeModel
         ids = list(session.scalars(select(trial_model.trial_id).where(trial_model.study_id == self._study_id)
@@ -74,23 +75,10 @@ class StudyTrials:
         wanted = [tid for tid in ids if tid not in self._finished and tid != own_id]
         fresh: dict[int, FrozenTrial] = {}
         for start in range(0, len(wanted), _CHUNK):
-            rows = (
-                session.query(trial_model)
-                .options(
-                    orm.selectinload(trial_model.params),
-                    orm.selectinload(trial_model.values),
-                    orm.selectinload(trial_model.user_attributes),
-                    orm.selectinload(trial_model.system_attributes),
-                    orm.selectinload(trial_model.intermediate_values),
-                )
-                .filter(trial_model.trial_id.in_(wanted[start : start + _CHUNK]))
-                .all()
-            )
-            for row in rows:
-                trial = self._storage._build_frozen_trial_from_trial_model(row)
-                fresh[trial._trial_id] = trial
-                if trial.state.is_finished():
-                    self._finished[trial._trial_id] = trial
+            fresh.update(read_trials(session, wanted[start : start + _CHUNK]))
+        for tid, trial in fresh.items():
+            if trial.state.is_finished():
+                self._finished[tid] = trial
         if own_id is not None:
             query = select(attr_model.key, attr_model.value_json).where(attr_model.trial_id == own_id)
             self.own_system_attrs = {key: json.loads(value) for key, value in session.execute(query)}
@@ -99,3 +87,91 @@ class StudyTrials:
         self._others = {
             tid: self._finished.get(tid) or fresh[tid] for tid in ids if tid in self._finished or tid in fresh
         }
+
+
+def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:
+    """The trials ``trial_ids`` (at most a few hundred) as Optuna's storage builds them, by id.
+
+    Six plain queries (the trial rows, then each table of its details for all of them) and the
+    trials built from their rows: Optuna's own read loads ORM objects and their relationships, a
+    few times the CPU for the same trials (``tests/storage/test_trial_rows.py`` checks that both
+    give equal trials).
+    """
+    from optuna.distributions import json_to_distribution
+    from optuna.storages._rdb import models
+    from optuna.trial import FrozenTrial
+    from sqlalchemy import select
+
+    if not trial_ids:
+        return {}
+    m = models
+
+    def rows(*columns: Any, order: Any) -> Any:
+        return session.execute(select(*columns).where(columns[0].in_(trial_ids)).order_by(order))
+
+    trial = m.TrialModel
+    found = {
+        tid: {
+            "number": number,
+            "state": state,
+            "start": start,
+            "complete": complete,
+            "values": {},
+            "params": [],
+            "user": {},
+            "system": {},
+            "steps": {},
+        }  # fmt: skip
+        for tid, number, state, start, complete in rows(
+            trial.trial_id,
+            trial.number,
+            trial.state,
+            trial._datetime_start_utc,
+            trial._datetime_complete_utc,
+            order=trial.trial_id,
+        )  # fmt: skip
+    }
+    value = m.TrialValueModel
+    for tid, objective, stored, kind in rows(value.trial_id, value.objective, value.value, value.value_type,
+                                             order=value.trial_value_id):  # fmt: skip
+        if tid in found:  # (trials are never deleted, but a read must not fail if one were)
+            found[tid]["values"][objective] = value.stored_repr_to_value(stored, kind)
+    param = m.TrialParamModel
+    for tid, name, stored, dist in rows(param.trial_id, param.param_name, param.param_value, param.distribution_json,
+                                        order=param.param_id):  # fmt: skip
+        if tid in found:
+            found[tid]["params"].append((name, stored, dist))
+    user, system = m.TrialUserAttributeModel, m.TrialSystemAttributeModel
+    for model, key, order in ((user, "user", user.trial_user_attribute_id),
+                              (system, "system", system.trial_system_attribute_id)):  # fmt: skip
+        for tid, name, stored in rows(model.trial_id, model.key, model.value_json, order=order):
+            if tid in found:
+                found[tid][key][name] = json.loads(stored)
+    step = m.TrialIntermediateValueModel
+    for tid, at, stored, kind in rows(step.trial_id, step.step, step.intermediate_value, step.intermediate_value_type,
+                                      order=step.trial_intermediate_value_id):  # fmt: skip
+        if tid in found:
+            found[tid]["steps"][at] = step.stored_repr_to_intermediate_value(stored, kind)
+
+    distributions: dict[str, Any] = {}  # one object per distinct JSON: they are never changed
+    built = {}
+    for tid, f in found.items():
+        dists = {name: distributions.get(dist) or distributions.setdefault(dist, json_to_distribution(dist))
+                 for name, _, dist in f["params"]}  # fmt: skip
+        values = f["values"]
+        built[tid] = FrozenTrial(
+            number=f["number"], state=f["state"], value=None,
+            values=[values[i] for i in range(len(values))] if values else None,
+            datetime_start=_local(f["start"]), datetime_complete=_local(f["complete"]),
+            params={name: dists[name].to_external_repr(stored) for name, stored, _ in f["params"]},
+            distributions=dists, user_attrs=f["user"], system_attrs=f["system"],
+            intermediate_values=f["steps"], trial_id=tid,
+        )  # fmt: skip
+    return built
+
+
+def _local(stored: datetime.datetime | None) -> datetime.datetime | None:
+    """A stored trial time (naive UTC) as Optuna's storage hands it out: naive local time."""
+    if stored is None:
+        return None
+    return stored.replace(tzinfo=datetime.UTC).astimezone().replace(tzinfo=None)

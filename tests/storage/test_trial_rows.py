@@ -172,3 +172,51 @@ def test_finish_trial_tells_as_optuna_in_one_transaction(url: str) -> None:
             storage.finish_trial(backend, study.ask()._trial_id, TrialState.COMPLETE, float("nan"), {}, hook)
     finally:
         backend.engine.dispose()
+
+
+def test_read_trials_builds_the_trials_optunas_storage_builds(url: str) -> None:
+    """Every state, kind of param, value (inf too), intermediate value (nan and inf too), user and
+    system attribute: the plain-query read gives trials equal to Optuna's, field by field."""
+    import math
+
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    study, backend = _study(url)
+    try:
+        for i in range(3):
+            trial = study.ask()
+            trial.suggest_float("lr", 1e-4, 1.0, log=True)
+            trial.suggest_int("layers", 1, 8)
+            trial.suggest_categorical("act", ["relu", None, 2.5])
+            trial.suggest_float("drop", 0.0, 0.5, step=0.1)
+            trial.set_user_attr("worker", {"host": f"h{i}", "ids": [i, None]})
+            trial.storage.set_trial_system_attr(trial._trial_id, "completed_rung_0", 0.5 * i)
+            for step, value in enumerate([1.0 / (i + 1), math.nan, math.inf, -math.inf]):
+                trial.report(value, step)
+            if i == 0:
+                study.tell(trial, math.inf)
+            elif i == 1:
+                study.tell(trial, state=TrialState.PRUNED)
+        study.tell(study.ask(), state=TrialState.FAIL)
+        study.enqueue_trial({"lr": 0.01})  # WAITING, with fixed params in its system attributes
+        study.add_trial(optuna.trial.create_trial(
+            params={"lr": 0.1, "layers": 2, "act": None},
+            distributions={"lr": FloatDistribution(1e-4, 1.0, log=True), "layers": IntDistribution(1, 8),
+                           "act": CategoricalDistribution(["relu", None, 2.5])},
+            value=-1.5,
+        ))  # fmt: skip
+        expected = backend.get_all_trials(study._study_id)
+        with _create_scoped_session(backend.scoped_session) as session:
+            got = storage.read_trials(session, [t._trial_id for t in expected])
+        assert list(got) == [t._trial_id for t in expected]
+        for ours, theirs in zip((got[t._trial_id] for t in expected), expected, strict=True):
+            for field in ("values", "params", "distributions", "user_attrs", "system_attrs", "datetime_start",
+                          "datetime_complete", "number", "state", "_trial_id"):  # fmt: skip
+                assert getattr(ours, field) == getattr(theirs, field), field
+            assert ours.intermediate_values.keys() == theirs.intermediate_values.keys()
+            for step, value in theirs.intermediate_values.items():  # nan != nan: compare as text
+                assert repr(ours.intermediate_values[step]) == repr(value)
+        assert {t.state for t in expected} == set(TrialState)
+    finally:
+        backend.engine.dispose()
