@@ -196,8 +196,14 @@ class Coordinator:
 
         return retrying(count, "counting trials")
 
-    def claim(self, study: optuna.Study) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
+    def claim(
+        self, study: optuna.Study, trials: st.StudyTrials | None = None
+    ) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
         """The next trial to run, or ``None`` when the budget is spent.
+
+        The study is read once the trial exists, for its sampler (Optuna's per-trial cache, as
+        ``study.ask()`` has it): through ``trials``, the worker's copy that reads only the trials
+        it has not seen finished, if given; else through Optuna's storage.
 
         Counting and creating the trial (or taking a queued retry) happen under one study-wide
         lock, so W racing workers create exactly ``budget`` logical trials, never ``budget + W``.
@@ -217,9 +223,14 @@ class Coordinator:
         def open_trial() -> optuna.trial.Trial:
             if self.storage.get_heartbeat_interval():
                 self.storage.record_heartbeat(trial_id)
-            # What study.ask() does once it has a trial id: the sampler looks at the study now. Read
-            # it here, so Optuna's per-process cache knows a trial created on the lock's connection.
-            study._thread_local.cached_all_trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            # What study.ask() does once it has a trial id: the sampler looks at the study now.
+            # Without a copy of its own, read through Optuna's per-process cache, so that it knows a
+            # trial created on the lock's connection (its set_trial_param needs that; a worker's
+            # suggestion stores params itself, see search.execution._suggest).
+            if trials is not None:
+                study._thread_local.cached_all_trials = trials.refresh()
+            else:
+                study._thread_local.cached_all_trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return optuna.Trial(study, trial_id)
 
         trial = retrying(open_trial, "claiming a trial")

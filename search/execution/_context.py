@@ -46,7 +46,8 @@ class WorkerContext:
     """Where each trial also writes TensorBoard event files (``<dir>/<study>/trial-<n>``)."""
 
     pruner_trials: Any = None
-    """The study's trials as this worker's pruner last read them (``storage.StudyTrials``)."""
+    """The study's trials as this worker last read them (``storage.StudyTrials``): for its claims
+    (the sampler's view) and its pruner; finished trials are read once."""
     cpu_at_claim: float = 0.0
     """``time.process_time()`` when this worker began claiming its current trial."""
 

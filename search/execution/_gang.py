@@ -108,7 +108,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
     _broadcast(("setup", ctx.record.study_ref, ctx.record.options, ctx.record.settings.seed))
     while True:
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
-        trial, counts = ctx.coordinator.claim(ctx.optuna_study)
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
         if trial is None:
             if counts.state("RUNNING") == 0:
                 _broadcast(("done",))

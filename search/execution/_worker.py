@@ -98,7 +98,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
     report = WorkerReport(ctx.worker_id)
     while stop is None or not stop():
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
-        trial, counts = ctx.coordinator.claim(ctx.optuna_study)
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.
             if counts.state("RUNNING") == 0:

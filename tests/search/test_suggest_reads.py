@@ -82,3 +82,39 @@ def test_a_claimed_trials_params_come_from_the_claims_read_and_match_optunas(tmp
     monkeypatch.setattr(_CachedStorage, "get_all_trials", lambda self, *a, **k: reads.append(1) or real(self, *a, **k))
     assert suggest_params(sleep, ours._storage._backend, trial) == expected
     assert reads == []
+
+
+def test_a_claim_through_the_workers_copy_reads_only_unfinished_trials_and_sees_what_optuna_sees(tmp_path) -> None:
+    """The claim's read of the study (what the sampler is given) through the worker's
+    ``StudyTrials``: the trials a full read through Optuna gives, while each finished trial is
+    read in full once, not at every claim."""
+    import optuna
+
+    import storage
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings, StudyRecord
+
+    record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=2,
+                         settings=SearchSettings(sampler="tpe", pruner="none"))  # fmt: skip
+    coordinator = Coordinator(f"sqlite:///{tmp_path}/study.db", "reads")
+    coordinator.create_or_resume(record, 12)
+    study = coordinator.load(worker_ordinal=coordinator.join())
+    copy = storage.StudyTrials(coordinator.storage, study._study_id)
+    other, _ = coordinator.claim(study)  # another worker's trial, left running throughout
+    fetched = []
+    while True:
+        before = copy.fetched
+        trial, _ = coordinator.claim(study, copy)
+        if trial is None:
+            break
+        fetched.append(copy.fetched - before)
+        seen = study._thread_local.cached_all_trials
+        full = coordinator.storage.get_all_trials(study._study_id, deepcopy=False)
+        assert [(t.number, t.state, t.params, t.values) for t in seen] == [
+            (t.number, t.state, t.params, t.values) for t in full
+        ]
+        storage.set_trial_params(coordinator.storage, trial._trial_id,
+                                 [("x", 0.5, optuna.distributions.FloatDistribution(-2, 2))])  # fmt: skip
+        study.tell(trial, float(trial.number))
+    assert fetched[0] == 2  # the other worker's running trial and this one
+    assert fetched[1:] == [3] * (len(fetched) - 1)  # those two again, and the one finished since
