@@ -123,3 +123,33 @@ def test_a_study_record_stored_before_settings_were_nested_still_loads():
     assert record.settings == SearchSettings("random", "median", 3, 1, 5, 30)
     assert StudyRecord.from_json(record.to_json()) == record
     assert math.isclose(record.search_epochs, 15)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_samples_through_a_workers_claim_and_suggestion(sampler, tmp_path):
+    """A worker's path: the claim reads the study through the worker's own copy of the trials, and
+    the params are chosen from that read and stored in one write (``suggest_params``)."""
+    from pathlib import Path
+
+    import storage
+    from search.execution._suggest import suggest_params
+    from studies import load_study_file
+
+    sleep = load_study_file(Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py")
+    spec = sampler if sampler not in ("tpe", "gp", "cmaes") else f"{sampler}:startup=3"
+    record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
+                         settings=SearchSettings(sampler=spec, pruner="none"))  # fmt: skip
+    coordinator = Coordinator(f"sqlite:///{tmp_path}/study.db", "worker-path")
+    coordinator.create_or_resume(record, 10)
+    study = coordinator.load(worker_ordinal=coordinator.join())
+    copy = storage.StudyTrials(coordinator.storage, study._study_id)
+    while True:
+        trial, _ = coordinator.claim(study, copy)
+        if trial is None:
+            break
+        params = suggest_params(sleep, coordinator.storage, trial)
+        study.tell(trial, (params.x - 0.3) ** 2)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 10
+    assert all(set(t.params) == {"x", "lr"} for t in trials)
+    assert len({t.params["x"] for t in trials}) > 5  # sampled past the start-up trials, not repeated
