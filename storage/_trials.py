@@ -104,12 +104,11 @@ def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:
 
     if not trial_ids:
         return {}
-    m = models
 
     def rows(*columns: Any, order: Any) -> Any:
         return session.execute(select(*columns).where(columns[0].in_(trial_ids)).order_by(order))
 
-    trial = m.TrialModel
+    trial = models.TrialModel
     found = {
         tid: {
             "number": number,
@@ -131,23 +130,23 @@ def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:
             order=trial.trial_id,
         )  # fmt: skip
     }
-    value = m.TrialValueModel
+    value = models.TrialValueModel
     for tid, objective, stored, kind in rows(value.trial_id, value.objective, value.value, value.value_type,
                                              order=value.trial_value_id):  # fmt: skip
         if tid in found:  # (trials are never deleted, but a read must not fail if one were)
             found[tid]["values"][objective] = value.stored_repr_to_value(stored, kind)
-    param = m.TrialParamModel
+    param = models.TrialParamModel
     for tid, name, stored, dist in rows(param.trial_id, param.param_name, param.param_value, param.distribution_json,
                                         order=param.param_id):  # fmt: skip
         if tid in found:
             found[tid]["params"].append((name, stored, dist))
-    user, system = m.TrialUserAttributeModel, m.TrialSystemAttributeModel
+    user, system = models.TrialUserAttributeModel, models.TrialSystemAttributeModel
     for model, key, order in ((user, "user", user.trial_user_attribute_id),
                               (system, "system", system.trial_system_attribute_id)):  # fmt: skip
         for tid, name, stored in rows(model.trial_id, model.key, model.value_json, order=order):
             if tid in found:
                 found[tid][key][name] = json.loads(stored)
-    step = m.TrialIntermediateValueModel
+    step = models.TrialIntermediateValueModel
     for tid, at, stored, kind in rows(step.trial_id, step.step, step.intermediate_value, step.intermediate_value_type,
                                       order=step.trial_intermediate_value_id):  # fmt: skip
         if tid in found:
