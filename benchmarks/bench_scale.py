@@ -207,11 +207,11 @@ def print_profiles(folder: Path, counts: list[int], trials_per_worker: int) -> N
     import cpu_profile
 
     for workers in counts:
-        paths = sorted(folder.glob(f"w{workers}-*.prof"))
+        stats = cpu_profile.merged(sorted(folder.glob(f"w{workers}-*.prof")))  # read once, for both
         print(f"\n{workers} workers, CPU per trial under the profiler (every thread, ms):")
-        for label, ms in cpu_profile.phases(paths, workers * trials_per_worker, callees=4):
+        for label, ms in cpu_profile.phases(stats, workers * trials_per_worker, callees=4):
             print(f"  {label:<72} {ms:>8.1f}")
-        cpu_profile.top(paths, 30)
+        cpu_profile.top(stats, 30)
 
 
 if __name__ == "__main__":

@@ -79,13 +79,17 @@ def _profile_every_thread(out: Path) -> None:
     start()
 
 
-def phases(paths: Iterable[Path], trials: int, callees: int = 0) -> list[tuple[str, float]]:
-    """(label, CPU ms per trial) for each of :data:`PHASES` found in the merged ``paths``; with
-    ``callees``, each phase is followed by that many of its costliest callees (labels indented)."""
+def merged(paths: Iterable[Path]) -> pstats.Stats | None:
+    """The profiles ``paths`` as one (those missing or empty left out), or None if there are none."""
     files = [str(p) for p in paths if p.exists() and p.stat().st_size]
-    if not files:
+    return pstats.Stats(*files) if files else None
+
+
+def phases(stats: pstats.Stats | None, trials: int, callees: int = 0) -> list[tuple[str, float]]:
+    """(label, CPU ms per trial) for each of :data:`PHASES` found in ``stats``; with ``callees``,
+    each phase is followed by that many of its costliest callees (labels indented)."""
+    if stats is None:
         return []
-    stats = pstats.Stats(*files)
     stats.calc_callees()
     found = []
     for label, ending, name in PHASES:
@@ -109,11 +113,10 @@ def phases(paths: Iterable[Path], trials: int, callees: int = 0) -> list[tuple[s
     return found
 
 
-def top(paths: Iterable[Path], n: int = 25) -> None:
-    """Print the ``n`` functions with the most CPU of their own, merged over ``paths``."""
-    files = [str(p) for p in paths if p.exists() and p.stat().st_size]
-    if files:
-        pstats.Stats(*files).sort_stats("tottime").print_stats(n)
+def top(stats: pstats.Stats | None, n: int = 25) -> None:
+    """Print the ``n`` functions of ``stats`` with the most CPU of their own."""
+    if stats is not None:
+        stats.sort_stats("tottime").print_stats(n)
 
 
 if __name__ == "__main__":

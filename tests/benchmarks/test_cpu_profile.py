@@ -66,7 +66,7 @@ def test_phases_gives_each_step_per_trial_with_its_costliest_callees(tmp_path, m
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu_profile.py"), str(out), "-m", "steps"],
                    cwd=tmp_path, check=True, timeout=120)  # fmt: skip
     monkeypatch.setattr(cpu_profile, "PHASES", [("claim", "steps.py", "claim")])
-    rows = cpu_profile.phases([out], trials=4, callees=1)
+    rows = cpu_profile.phases(cpu_profile.merged([out]), trials=4, callees=1)
     (label, per_trial), (callee, callee_ms) = rows
     assert label == "claim" and per_trial > 0
     assert callee.strip().startswith("spin ") and 0.5 * per_trial < callee_ms <= per_trial
