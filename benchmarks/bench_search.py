@@ -10,7 +10,8 @@ Two modes, one report:
 * ``simulate``: W asynchronous workers over LCBench surrogate curves in simulated time
   (``search_sim.py``), with the service's own sampler and pruner objects: hundreds of searches in
   minutes, to choose defaults, with 1, 8 and 32 workers. Adds the one-epoch top-K baseline and
-  reports mean rank and normalized regret at 20, 50 and 126 full-training equivalents.
+  DEHB (``dehb_baseline.py``, when the ``dehb`` package is installed), and reports mean rank and
+  normalized regret at 20, 50 and 126 full-training equivalents.
 
 Printed per problem and worker count: the final best value at an equal trial budget (median and
 range over seeds, and its ratio to the script's), and the epochs and wall time each strategy
@@ -47,6 +48,7 @@ ROOT = HERE.parent
 # The checkout first, so `studies` is the package and not benchmarks/studies; then search_sim and lcbench.
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+from dehb_baseline import dehb_search  # noqa: E402
 from search_sim import (  # noqa: E402
     Curve,
     Event,
@@ -122,6 +124,7 @@ class SurrogateProblem:
 def run_simulated(args: argparse.Namespace) -> list[Trace]:
     chosen = _chosen(args)
     traces = []
+    with_dehb = args.dehb and _dehb_installed()
     for task in args.tasks.split(","):
         problem = SurrogateProblem(task)
         for workers in _ints(args.workers):
@@ -140,8 +143,20 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
                 trace = top_k_after_one_epoch(problem, workers, seed, trials=args.trials,
                                               epochs_budget=max(FTE_BUDGETS) * problem.epochs)  # fmt: skip
                 traces.append(trace)
+                if with_dehb:
+                    traces.append(dehb_search(problem, workers, seed, epochs_budget=max(FTE_BUDGETS) * problem.epochs))
                 print(f"  {problem.name} W={workers} seed {seed} done", file=sys.stderr, flush=True)
     return traces
+
+
+def _dehb_installed() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("dehb") is None:
+        print("dehb is not installed: no DEHB baseline in this run (see benchmarks/requirements-dehb.txt)",
+              file=sys.stderr)  # fmt: skip
+        return False
+    return True
 
 
 # -- the real service ----------------------------------------------------------------------------
@@ -454,6 +469,8 @@ def main() -> None:
     sim = sub.add_parser("simulate", help="W simulated workers over the LCBench surrogate")
     sim.add_argument("--tasks", default="3945,34539,146212,189906")
     sim.add_argument("--workers", default="1,8,32")
+    sim.add_argument("--no-dehb", dest="dehb", action="store_false",
+                     help="leave out the DEHB baseline (run when the dehb package is installed)")  # fmt: skip
     service = sub.add_parser("service", help="the real `search start` on a study")
     service.add_argument("--problem", default="resmlp-digits")
     service.add_argument("--workers", default="2")

@@ -6,6 +6,7 @@ import math
 from datetime import datetime, timedelta
 
 import optuna
+import pytest
 from optuna.distributions import FloatDistribution
 
 from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman, top_k_after_one_epoch
@@ -114,3 +115,30 @@ def test_adaptive_successive_halving_waits_then_prunes_from_the_ranking_epoch_an
         "spearman": 1.0,
         "trials": 5,
     }
+
+
+def test_the_dehb_baseline_counts_every_epoch_it_trains_and_only_full_trainings_as_complete():
+    pytest.importorskip("dehb")
+    from benchmarks.dehb_baseline import dehb_search
+
+    class Long(Toy):
+        epochs = 9  # DEHB's fidelities from 1 to 9 with eta=3: 1, 3 and 9 epochs
+
+        def curve(self, params):
+            x = params["x"]
+            return Curve([3.0 - x] + [1.0 + x - e / 10 for e in range(8)], [1.0] * 9)
+
+    trace = dehb_search(Long(), workers=3, seed=0, epochs_budget=60)
+    assert [e.trials for e in trace.events] == list(range(1, len(trace.events) + 1))
+    epochs = [e.epochs for e in trace.events]
+    assert epochs == sorted(epochs) and epochs[-1] >= 60
+    # Epochs are counted as trained: 3 workers always busy at 1 s per epoch have trained 3 t epochs by
+    # t seconds, those of jobs still running included.
+    assert all(3 * (e.seconds - 1) < e.epochs <= 3 * e.seconds for e in trace.events)
+    # Only 9-epoch jobs are complete trials, and the best is the best of their values.
+    assert trace.curves and all(len(c) == 9 for c in trace.curves)
+    assert trace.events[-1].best == min(min(c) for c in trace.curves)
+    assert math.isinf(trace.events[0].best)  # the first jobs to end are the 1-epoch ones
+    # The same seed asks for the same configurations.
+    again = dehb_search(Long(), workers=3, seed=0, epochs_budget=60)
+    assert [vars(e) for e in again.events] == [vars(e) for e in trace.events]
