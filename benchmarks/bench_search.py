@@ -346,8 +346,17 @@ def workers_table(traces: list[Trace], epochs_per_fte: int = 52) -> str:
     lines = [
         f"\nworkers: best value at equal training epochs, ratio to {counts[0]} worker(s) "
         f"(geometric mean over tasks of the median over seeds; < 1 is better)",
-        f"{'strategy':24} {'workers':>7}" + "".join(f"{'@' + str(b) + ' FTE':>10}" for b in FTE_BUDGETS),
+        f"{'strategy':24} {'workers':>7}"
+        + "".join(f"{'@' + str(b) + ' FTE':>10}" for b in FTE_BUDGETS)
+        + f"{'first complete (FTE)':>24}",
     ]
+
+    def first_complete(runs: list[Trace], workers: int) -> float:
+        """FTE spent when the first trial completed (median over tasks and seeds): before it, nothing
+        has a best value. W busy workers finish their first trials together, after about W FTE."""
+        firsts = [next((e.epochs for e in t.events if math.isfinite(e.best)), math.inf) for t in runs
+                  if t.workers == workers]  # fmt: skip
+        return statistics.median(firsts) / epochs_per_fte
 
     def median_best(runs: list[Trace], problem: str, workers: int, epochs: float) -> float:
         here = [t for t in runs if t.problem == problem and t.workers == workers]
@@ -364,7 +373,8 @@ def workers_table(traces: list[Trace], epochs_per_fte: int = 52) -> str:
                 # inf: no trial complete yet at that budget (the ratio is then inf, or nan for both).
                 logs = [math.log(here / base) if math.isfinite(base) else math.nan for base, here in pairs]
                 cells.append(math.exp(statistics.mean(logs)) if logs else math.nan)
-            lines.append(f"{name:24} {workers:>7}" + "".join(f"{c:>10.3f}" for c in cells))
+            firsts = f"{first_complete(runs, counts[0]):.1f} -> {first_complete(runs, workers):.1f}"
+            lines.append(f"{name:24} {workers:>7}" + "".join(f"{c:>10.3f}" for c in cells) + f"{firsts:>24}")
     return "\n".join(lines)
 
 
