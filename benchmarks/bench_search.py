@@ -353,7 +353,9 @@ def workers_table(traces: list[Trace], epochs_per_fte: int = 52) -> str:
 
     def first_complete(runs: list[Trace], workers: int) -> float:
         """FTE spent when the first trial completed (median over tasks and seeds): before it, nothing
-        has a best value. W busy workers finish their first trials together, after about W FTE."""
+        has a best value. While one trial trains its epochs, W - 1 other workers train theirs: with
+        equal epoch times the first trial completes after about W FTE, sooner where some
+        configurations train faster (LCBench's epoch times differ by configuration)."""
         firsts = [next((e.epochs for e in t.events if math.isfinite(e.best)), math.inf) for t in runs
                   if t.workers == workers]  # fmt: skip
         return statistics.median(firsts) / epochs_per_fte
