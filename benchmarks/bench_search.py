@@ -150,11 +150,10 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
 
 
 def _dehb_installed() -> bool:
-    import importlib.util
-
-    if importlib.util.find_spec("dehb") is None:
-        print("dehb is not installed: no DEHB baseline in this run (see benchmarks/requirements-dehb.txt)",
-              file=sys.stderr)  # fmt: skip
+    try:
+        import dehb  # noqa: F401
+    except ImportError as exc:  # dehb itself, or one of the packages it imports (see the requirements)
+        print(f"no DEHB baseline in this run: {exc} (see benchmarks/requirements-dehb.txt)", file=sys.stderr)
         return False
     return True
 
