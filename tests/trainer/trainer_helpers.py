@@ -31,9 +31,13 @@ def residual_mlp(n_in: int, width: int, n_out: int, *, blocks: int = 1, dropout:
 
 
 def blobs(n: int, *, features: int = 8, classes: int = 3, seed: int = 0) -> trainer.TensorData:
-    """Gaussian clusters, one per class: learnable in a few epochs."""
-    generator = torch.Generator().manual_seed(seed)
-    centers = torch.randn(classes, features, generator=generator) * 2
+    """Gaussian clusters, one per class: learnable in a few epochs.
+
+    The clusters' centers are the same for every ``seed`` (only the rows drawn around them differ), so
+    ``blobs(n, seed=1)`` is a validation set of the distribution ``blobs(m)`` trains on.
+    """
+    centers = torch.randn(classes, features, generator=torch.Generator().manual_seed(0)) * 2
+    generator = torch.Generator().manual_seed(seed + 1)
     y = torch.randint(0, classes, (n,), generator=generator)
     x = centers[y] + torch.randn(n, features, generator=generator)
     return trainer.TensorData(x, y)
