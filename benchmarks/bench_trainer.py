@@ -1,14 +1,22 @@
 """Training throughput of ``trainer.fit`` against a plain PyTorch loop, in one process.
 
 The baseline is the loop tutorials write: a shuffling DataLoader over a TensorDataset, AdamW,
-``loss.item()`` each step for the running loss. Both train the same residual MLP
-(128 -> 256 x 4 blocks -> 10) on the same random rows for the same epochs, batch 64. Runs are
-interleaved (the order flips every repeat) so drifting machine load hits both alike. Each call is
-timed whole, so the trainer's set-up and its (one-batch) validation count against it. Throughput is
-given per wall second and per CPU second of this process; on a shared machine the CPU figure is
-the steadier one, since it does not count time the process spent waiting for a core.
+``loss.item()`` each step for the running loss, autocast (and a GradScaler in fp16) for mixed
+precision. Both train the same residual MLP (128 -> width x 4 blocks -> 10, width 256 by default)
+on the same random rows for the same epochs (batch 64 by default). Runs are interleaved (the order
+flips every repeat) so drifting machine load hits both alike. Each call is timed whole, so the
+trainer's set-up and its (one-batch) validation count against it. Throughput is given per wall
+second and per CPU second of this process; on a shared machine the CPU figure is the steadier one,
+since it does not count time the process spent waiting for a core. Besides the ratio of the medians,
+the median of the per-repeat ratios is printed (each repeat's runs ran back to back, so it is the
+steadier comparison when the machine's speed drifts between repeats).
 
     python benchmarks/bench_trainer.py --device cpu --epochs 3 --repeats 5 [--compile]
+    python benchmarks/bench_trainer.py --device cuda --mixed-precision bf16 --batch 1024 --width 2048
+
+At batch 64 this model is a few microseconds of GPU work per kernel, so on a GPU the default shape
+measures the per-step cost on the host (kernel launches, Python); a large ``--batch``/``--width``
+measures the GPU's arithmetic (the trainer's model TFLOP/s and MFU are printed at the end).
 
 ``--compile`` adds a third runner, ``trainer.fit`` with ``Infra(compile=True)``; its warm-up
 call pays the compilation, which the timed calls (new models of the same shapes) then reuse.
@@ -29,7 +37,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainer
 
-BATCH = 64
 LR = 1e-3
 
 
@@ -42,23 +49,21 @@ class Block(nn.Module):
         return x + self.body(x)
 
 
-def residual_mlp(seed: int) -> nn.Module:
+def residual_mlp(seed: int, width: int) -> nn.Module:
     torch.manual_seed(seed)
-    blocks = [Block(256, 0.1) for _ in range(4)]
-    return nn.Sequential(nn.Linear(128, 256), *blocks, nn.Linear(256, 10))
+    blocks = [Block(width, 0.1) for _ in range(4)]
+    return nn.Sequential(nn.Linear(128, width), *blocks, nn.Linear(width, 10))
 
 
 def baseline(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace) -> int:
     """The tutorial loop; returns the number of samples trained."""
     device = torch.device(args.device)
     model.to(device).train()
-    loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+    loader = DataLoader(TensorDataset(x, y), batch_size=args.batch, shuffle=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16)
-        if args.mixed_precision == "bf16"
-        else contextlib.nullcontext()
-    )
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.mixed_precision)
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+    scaler = torch.amp.GradScaler(device.type, enabled=args.mixed_precision == "fp16")
     seen, running_loss = 0, 0.0
     for _ in range(args.epochs):
         for xb, yb in loader:
@@ -66,8 +71,9 @@ def baseline(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace) -
             optimizer.zero_grad()
             with autocast:
                 loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            optimizer.step()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
             running_loss += loss.item()
             seen += len(yb)
     if device.type == "cuda":
@@ -81,9 +87,9 @@ LAST_EPOCH: dict[str, float] = {}
 
 def with_trainer(model: nn.Module, x: Tensor, y: Tensor, args: argparse.Namespace, compile: bool = False) -> int:
     """``trainer.fit``; returns the number of samples trained (every row, every epoch)."""
-    config = trainer.TrainConfig(epochs=args.epochs, batch_size=BATCH, lr=LR, mixed_precision=args.mixed_precision)
+    config = trainer.TrainConfig(epochs=args.epochs, batch_size=args.batch, lr=LR, mixed_precision=args.mixed_precision)
     infra = trainer.Infra(compile=compile, cpu=args.device == "cpu")
-    val = trainer.TensorData(x[:BATCH], y[:BATCH])  # one batch: validation is timed here too
+    val = trainer.TensorData(x[: args.batch], y[: args.batch])  # one batch: validation is timed here too
     result = trainer.fit(model, trainer.TensorData(x, y), val, trainer.Classification(10), config, infra=infra)
     LAST_EPOCH.clear()
     LAST_EPOCH.update(result.history[-1])
@@ -95,7 +101,7 @@ Runner = Callable[[nn.Module, Tensor, Tensor, argparse.Namespace], int]
 
 def timed(run: Runner, x: Tensor, y: Tensor, args: argparse.Namespace, seed: int) -> tuple[float, float]:
     """(samples per wall second, samples per CPU second) of one whole call."""
-    model = residual_mlp(seed)
+    model = residual_mlp(seed, args.width)
     wall, cpu = time.perf_counter(), time.process_time()
     samples = run(model, x, y, args)
     return samples / (time.perf_counter() - wall), samples / (time.process_time() - cpu)
@@ -110,7 +116,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
         runners["compiled"] = lambda model, x, y, args: with_trainer(model, x, y, args, compile=True)
     warmup = argparse.Namespace(**{**vars(args), "epochs": 1})
     for run in runners.values():  # first-call costs (kernel selection, Accelerate state) are not timed
-        run(residual_mlp(0), x[:2000], y[:2000], warmup)
+        run(residual_mlp(0, args.width), x[: max(2000, 2 * args.batch)], y[: max(2000, 2 * args.batch)], warmup)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
     for repeat in range(args.repeats):
         order = list(runners) if repeat % 2 == 0 else list(reversed(runners))
@@ -124,7 +130,9 @@ def measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--mixed-precision", choices=["no", "bf16"], default="no")
+    parser.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default="no")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--width", type=int, default=256, help="the residual blocks' width")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, default=10_000)
@@ -135,18 +143,26 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available")
+    if args.mixed_precision == "fp16" and args.device != "cuda":
+        parser.error("--mixed-precision fp16 needs --device cuda")
+    if min(args.batch, args.width, args.epochs, args.repeats) < 1 or args.rows < args.batch:
+        parser.error("--batch, --width, --epochs and --repeats must be >= 1, and --rows at least --batch")
     print(
         f"device={args.device} mixed_precision={args.mixed_precision} epochs={args.epochs} "
-        f"repeats={args.repeats} rows={args.rows} batch={BATCH} torch_threads={torch.get_num_threads()}"
+        f"repeats={args.repeats} rows={args.rows} batch={args.batch} width={args.width} "
+        f"torch_threads={torch.get_num_threads()}"
     )
     results = measure(args)
     for clock, column in (("wall", 0), ("cpu", 1)):
         base = statistics.median(r[column] for r in results["baseline"])
         for name in [n for n in results if n != "baseline"]:
             ours = statistics.median(r[column] for r in results[name])
+            paired = statistics.median(
+                r[column] / b[column] for r, b in zip(results[name], results["baseline"], strict=True)
+            )
             print(
                 f"{clock:>4} clock, median: baseline {base:7.0f} samples/s   {name} {ours:7.0f} samples/s   "
-                f"ratio {name}/baseline {ours / base:.2f}x"
+                f"ratio {name}/baseline {ours / base:.2f}x (median of per-repeat ratios {paired:.2f}x)"
             )
     speed = {k: LAST_EPOCH[k] for k in ("model_tflops", "mfu", "peak_memory_mb") if k in LAST_EPOCH}
     print("trainer, last epoch: " + "   ".join(f"{k} {v:.4g}" for k, v in speed.items()))
