@@ -22,6 +22,7 @@ from search.coordination import Coordinator
 from search.exceptions import SearchError, StudyMismatchError
 from search.execution import (
     check_some_worker_succeeded,
+    check_trains_here,
     default_workers,
     parse_gpus,
     reaping,
@@ -207,6 +208,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     try:
         opts, changes = resume_options(opts, loc)
         prepared = prepare(opts)
+        if workers > 0:  # its trials train here: all of them would fail, and spend the budget
+            check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
         coordinator, created = create_or_resume(loc, prepared, opts.trials)
     except BaseException:

@@ -24,6 +24,7 @@ from search.execution._watchdog import ENV_STALL_TIMEOUT, EXIT_STALLED
 from search.execution._worker import (
     IDLE_POLL_S,
     WorkerReport,
+    check_trains_here,
     connect,
     default_worker_id,
     interrupt_running,
@@ -42,6 +43,7 @@ __all__ = [
     "WorkerContext",
     "WorkerReport",
     "check_some_worker_succeeded",
+    "check_trains_here",
     "connect",
     "default_worker_id",
     "default_workers",

@@ -48,6 +48,39 @@ def search_subset(data: TrainData, fraction: float, seed: int) -> TrainData:
     return torch.utils.data.Subset(data, indices.tolist())
 
 
+def check_trains_here(study: Any) -> None:
+    """Refuse, in one line, a study whose trials cannot train on this machine: fp16 autocast where
+    they would train on CPU (no CUDA GPU, or the study's ``train_infra`` asks for the CPU).
+
+    Every trial would fail the same way within a second and spend the study's budget, so ``search
+    start`` refuses before it creates anything when it runs workers here, and ``search worker``
+    before it claims a trial. Checked on the middle of the search space (as ``lr-find`` does); a
+    study whose precision depends on its parameters is still failed trial by trial, and errors of
+    the study's own code are left to its trials to report.
+
+    Raises:
+        SearchError: the study trains in fp16 and this machine would train it on CPU.
+    """
+    import optuna
+    import torch
+
+    from search.settings import middle_params
+    from studies import study_infra
+
+    try:
+        params = study.suggest(optuna.trial.FixedTrial(middle_params(study)))
+        config = study.train_config(params, study.search_fidelity)
+        on_cpu = study_infra(study, params, study.search_fidelity).cpu or not torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - the study's own errors are its trials' to report
+        return
+    if config.mixed_precision == "fp16" and on_cpu:
+        raise SearchError(
+            f"study {study.name!r} trains in fp16, which needs a CUDA GPU, and this machine has none; train it "
+            "on GPU nodes (`search start --workers 0` here, `search worker` there) or in bf16 or full precision "
+            "(built-in studies: --study-option precision=bf16)"
+        )
+
+
 def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordinator | None = None) -> WorkerContext:
     """Open the study and MLflow, load the data: everything a worker does once.
 
@@ -68,9 +101,10 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     early = preloaded(record.study_ref, record.options, record.narrow)  # an early worker loaded them already
     if early is not None:
         log.info("using the study and data loaded while the study was being created")
-        study, data = early
+        study, data = early  # `search start` has checked that it trains here
     else:
         study = load_study(record.study_ref, record.options, record.narrow)
+        check_trains_here(study)  # before the data: a worker that cannot train leaves at once
         data = study.load_data()
     # torch imports torch._dynamo on the first optimizer it builds (1-2 s): pay that here, once,
     # instead of inside the first trial.

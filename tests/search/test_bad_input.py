@@ -181,3 +181,54 @@ def test_an_early_worker_that_fails_before_the_study_exists_leaves_why_in_its_lo
     log = work / ".search" / "logs" / "worker-0.log"
     assert str(log) in proc.stderr
     assert "dying while loading" in log.read_text()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+FP16 = ["--study-option", "precision=fp16"]
+
+
+@pytest.mark.skipif(_cuda(), reason="checks a machine without a CUDA GPU")
+def test_an_fp16_study_with_local_workers_and_no_gpu_is_refused_before_anything_is_created(cli, tmp_path):
+    """Every trial would fail ("fp16 needs a CUDA GPU") in a second and spend the budget."""
+    proc = cli("start", "--study", "resmlp", "--trials", "3", "--workers", "1", *FP16, cwd=tmp_path)
+    _assert_one_line_error(proc, "study 'resmlp' trains in fp16, which needs a CUDA GPU, and this machine has none")
+    assert list(tmp_path.iterdir()) == []
+    for other in ("bf16", "no"):  # what the line suggests works here
+        proc = cli("start", "--study", "resmlp", "--trials", "1", "--workers", "1", "--no-retrain", "--quiet",
+                   "--name", f"resmlp-{other}", "--study-option", f"precision={other}",
+                   "--study-option", "search_epochs=1", cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(_cuda(), reason="checks a machine without a CUDA GPU")
+def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path):
+    """`search start --workers 0` creates the study for GPU nodes (no check: nothing trains here);
+    a worker started on a machine without CUDA leaves with one line and takes no trial."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}, "PYTHONUNBUFFERED": "1"}
+    follower = subprocess.Popen([sys.executable, "-m", "search", "start", "--study", "resmlp", "--trials", "3",
+                                 "--workers", "0", "--no-retrain", *FP16], cwd=tmp_path, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        worker = cli("worker", "--study", "resmlp", "--wait-for-db", "120", cwd=tmp_path, timeout=240)
+        assert worker.returncode == 2, worker.stdout + worker.stderr
+        last = [line for line in worker.stderr.splitlines() if line.strip()][-1]
+        assert last.startswith("error: study 'resmlp' trains in fp16, which needs a CUDA GPU"), worker.stderr
+        assert "Traceback" not in worker.stderr
+        trials = cli("trials", "--study", "resmlp", "--json", cwd=tmp_path, check=True)
+        assert json.loads(trials.stdout) == []
+        assert follower.poll() is None  # still following, for workers elsewhere
+    finally:
+        follower.send_signal(signal.SIGINT)
+        out, _ = follower.communicate(timeout=60)
+    assert "study 'resmlp' created; budget 3 trials" in out, out
