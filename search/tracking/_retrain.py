@@ -12,6 +12,7 @@ import io
 import logging
 import math
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,7 +185,10 @@ def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_na
     mlflow.set_registry_uri(tracker.location.registry_uri)
     # MLflow's default format (pt2) traces the model on the input example; without one, pickle it.
     fmt = {} if example is not None else {"serialization_format": "pickle"}
-    with mlflow.start_run(run_id=run_id):
+    with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
+        # MLflow reloads the pt2 file to check the input example, and torch's archive reader (2.11)
+        # warns about its own read-only buffers and shared storages: nothing a user can act on.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.export\.pt2_archive")
         info = mlflow.pytorch.log_model(exported, name="model", signature=signature, input_example=example, **fmt)
     with contextlib.redirect_stderr(io.StringIO()) as said:  # MLflow prints "Created version '1' ..." itself
         version = mlflow.register_model(info.model_uri, model_name)
