@@ -114,9 +114,9 @@ def measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     runners: dict[str, Runner] = {"baseline": baseline, "trainer": with_trainer}
     if args.compile:
         runners["compiled"] = lambda model, x, y, args: with_trainer(model, x, y, args, compile=True)
-    warmup = argparse.Namespace(**{**vars(args), "epochs": 1})
+    warmup, warm_rows = argparse.Namespace(**{**vars(args), "epochs": 1}), max(2000, 2 * args.batch)
     for run in runners.values():  # first-call costs (kernel selection, Accelerate state) are not timed
-        run(residual_mlp(0, args.width), x[: max(2000, 2 * args.batch)], y[: max(2000, 2 * args.batch)], warmup)
+        run(residual_mlp(0, args.width), x[:warm_rows], y[:warm_rows], warmup)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
     for repeat in range(args.repeats):
         order = list(runners) if repeat % 2 == 0 else list(reversed(runners))
