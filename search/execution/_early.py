@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,13 @@ def await_release() -> str | None:
     try:
         try:
             import accelerate  # noqa: F401
-            import mlflow  # noqa: F401
-            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
             import optuna  # noqa: F401
             import torch._dynamo  # noqa: F401  (what the first optimizer imports)
 
             _preload(os.environ.pop(ENV_EARLY_STUDY, None))
+            # What the first trial can start without: imported while waiting, and still on its
+            # way when the word comes first (a trial's run waits for MLflow, not its training).
+            threading.Thread(target=_import_mlflow, name="mlflow-import", daemon=True).start()
             # The collection a worker makes before its first trial (then freezing what start-up
             # left: see the worker's set-up) walks every object imported so far, about 0.25 s:
             # here it is made while waiting, and the one after joining only walks what came since.
@@ -83,6 +85,31 @@ def await_release() -> str | None:
         return _join(temp)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _import_mlflow() -> None:
+    from search.tracking import import_mlflow
+
+    try:
+        import_mlflow()
+    except Exception as exc:  # noqa: BLE001 - the worker meets it again where it needs it
+        log.debug("importing MLflow in the background failed: %s", exc)
+    gc.freeze()  # long-lived: kept out of the collector's full passes, as the rest of start-up
+
+
+def warm_up(tracker: Any, parent_run_id: str) -> None:
+    """In a worker that joined its study: import MLflow (if the early imports have not) and open
+    its store on a background thread, while the first trial is claimed and starts (its run is
+    created once MLflow is there). Errors are left for the first real use."""
+
+    def run() -> None:
+        try:
+            tracker.client.get_run(parent_run_id)
+        except Exception as exc:  # noqa: BLE001 - met again, and handled, where it is used
+            log.debug("opening MLflow in the background failed: %s", exc)
+        gc.freeze()
+
+    threading.Thread(target=run, name="mlflow-warm-up", daemon=True).start()
 
 
 def _join(temp: Path) -> str | None:

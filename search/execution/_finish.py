@@ -143,15 +143,16 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
 
 
 def finish_unstarted(ctx: WorkerContext, trial: optuna.trial.Trial, exc: Exception, started: float) -> TrialOutcome:
-    """Fail a trial whose MLflow run could not be started (nothing trained, nothing to record in MLflow),
-    or leave one that another process failed first to its retry."""
+    """Fail a trial whose start could not be recorded or whose MLflow run could not be created
+    (nothing trained, nothing to record in MLflow), or leave one that another process failed first
+    to its retry."""
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     if isinstance(exc, UpdateFinishedTrialError | TrialLostError):  # reaped while this worker was cut off
         log.warning("trial %d was failed by another process before it started here; its retry takes over", trial.number)
         return TrialOutcome(trial.number, "LOST", None, 0.0, time.perf_counter() - started, "taken over by its retry")
-    reason = f"MLflow run could not start: {fail_reason(exc)}"
+    reason = fail_reason(exc)  # a RunStartError's says "MLflow run could not start: ..."
     log.warning("trial %d failed: %s", trial.number, reason)
     try:
         _record_attrs(ctx, trial, {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)})
@@ -163,11 +164,9 @@ def finish_unstarted(ctx: WorkerContext, trial: optuna.trial.Trial, exc: Excepti
 
 def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception, reason: str) -> None:
     _flush_quietly(run)
+    text = None if _is_expected(exc) else (mask("".join(traceback.format_exception(exc))), "traceback.txt")
     try:
-        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
-        if not _is_expected(exc):
-            ctx.tracker.client.log_text(run.run_id, mask("".join(traceback.format_exception(exc))), "traceback.txt")
-        ctx.tracker.end_run(run.run_id, "FAILED")
+        run.end("FAILED", {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason}, text)
     except DatabaseUnavailableError:
         raise
     except Exception as mlflow_exc:  # noqa: BLE001 - bookkeeping trouble must not leave the trial RUNNING
@@ -230,8 +229,7 @@ def _requeue(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, reas
     log.warning("trial %d failed: %s; %s", trial.number, reason, retry)
     _flush_quietly(run)
     try:
-        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
-        ctx.tracker.end_run(run.run_id, "KILLED")
+        run.end("KILLED", {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
     except DatabaseUnavailableError:
         raise
     except Exception as exc:  # noqa: BLE001 - bookkeeping only; the retry marks it KILLED when it starts
@@ -245,8 +243,7 @@ def _abandon(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, star
                 trial.number)  # fmt: skip
     _flush_quietly(run)
     try:
-        ctx.tracker.set_tags(run.run_id, {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
-        ctx.tracker.end_run(run.run_id, "KILLED")
+        run.end("KILLED", {"hpsearch.state": "FAIL", "hpsearch.fail_reason": "worker lost"})
     except DatabaseUnavailableError:
         raise
     except Exception as exc:  # noqa: BLE001 - bookkeeping only
@@ -271,7 +268,10 @@ def _reason(exc: Exception) -> str:
     import torch
 
     import trainer
+    from search.tracking import RunStartError
 
+    if isinstance(exc, RunStartError):
+        return str(exc)
     if isinstance(exc, trainer.DivergenceError):
         return f"diverged at epoch {exc.epoch}"
     if isinstance(exc, torch.OutOfMemoryError):

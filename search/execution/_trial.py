@@ -71,30 +71,47 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
 
 
 def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunLogger:
-    """The trial's MLflow run; the trial records who runs it and where its run is, in one write."""
+    """The trial's MLflow run; the trial records who runs it and where its run is, in one write.
+
+    A worker's first trial may start before MLflow is imported (``warm_up``, seconds): it records
+    who runs it at once (Ctrl-C and a group's supervisor find their trials by it), and its run is
+    created on the tracker's writer thread while it trains, then recorded on the trial too
+    (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
+    their run here, as that costs a short trial less than two threads taking turns.
+    """
     previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
+    attrs = {"worker": ctx.worker_id, "host": HOST}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the GPUs this worker was given (by us or by a scheduler)
     if gpus:
-        tags["hpsearch.gpus"] = gpus
+        tags["hpsearch.gpus"] = attrs["gpus"] = gpus
+    if previous:
+        tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
+
+    def record(more: dict[str, str]) -> None:
+        what = f"starting trial {trial.number}"
+        retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, {**attrs, **more}), what)
+
+    name = f"trial-{trial.number}"
+    if not ctx.tracker.ready:
+        record({})
+        return ctx.tracker.open_child(
+            ctx.experiment_id, ctx.parent_run_id, name, "trial", tags,
+            on_created=lambda run_id: record({"mlflow_run_id": run_id}), end_first=previous,
+        )  # fmt: skip
     if previous:
         ctx.tracker.mark_killed(previous)
-        tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
-    run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, f"trial-{trial.number}", "trial", tags)
-    attrs = {"worker": ctx.worker_id, "host": HOST, "mlflow_run_id": run.run_id}
-    if gpus:
-        attrs["gpus"] = gpus
+    run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags)
+    run_id = str(run.run_id)
     try:
-        retrying(
-            lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"starting trial {trial.number}"
-        )
+        record({"mlflow_run_id": run_id})
     except BaseException:
         # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen): end it,
         # without letting that clean-up replace what went wrong.
         try:
-            ctx.tracker.mark_killed(run.run_id)
+            ctx.tracker.mark_killed(run_id)
         except Exception as exc:  # noqa: BLE001 - the study's end closes it (end_orphaned_trial_runs)
-            log.warning("could not end MLflow run %s: %s", run.run_id, exc)
+            log.warning("could not end MLflow run %s: %s", run_id, exc)
         raise
     return run
 

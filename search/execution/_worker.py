@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
 from search.exceptions import SearchError
 from search.execution._context import TrialOutcome, WorkerContext
-from search.execution._early import preloaded
+from search.execution._early import preloaded, warm_up
 from search.execution._trial import run_trial
 from search.settings import load_study
 from search.tracking import Tracker
@@ -112,13 +112,13 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
 
     fidelity = study.search_fidelity
     tracker = Tracker(loc.tracking())
-    # MLflow opens its store on first use (engine, schema check: a few hundred ms); do it here, not
-    # in the first trial, and make sure the study's parent run is there.
-    tracker.client.get_run(str(attrs[PARENT_RUN_ATTR]))
     # Start-up leaves millions of long-lived objects (torch, MLflow, the data); without this the
     # collector's next full pass walks them all, ~0.2 s in the middle of some trial, and again later.
     gc.collect()
     gc.freeze()
+    # MLflow (its import, seconds; its store) is readied in the background: the first trial is
+    # claimed and starts meanwhile, its run created once MLflow is there (Tracker.open_child).
+    warm_up(tracker, str(attrs[PARENT_RUN_ATTR]))
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
         record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,

@@ -12,7 +12,8 @@ from search.tracking._registry import (
     read_champion,
 )
 from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
-from search.tracking._tracker import ROLE_TAG, STATE_TAG, RunLogger, Tracker
+from search.tracking._runlog import RunLogger, RunStartError, import_mlflow
+from search.tracking._tracker import ROLE_TAG, STATE_TAG, Tracker
 
 __all__ = [
     "CHAMPION",
@@ -24,12 +25,14 @@ __all__ = [
     "STATE_TAG",
     "RetrainResult",
     "RunLogger",
+    "RunStartError",
     "StudyRuns",
     "Tracker",
     "delete_study_runs",
     "download_portable",
     "export_model",
     "find_study_runs",
+    "import_mlflow",
     "log_portable",
     "model_versions",
     "open_parent_run",

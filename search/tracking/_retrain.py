@@ -86,6 +86,7 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
         str(attrs[EXPERIMENT_ATTR]), str(attrs[PARENT_RUN_ATTR]), f"retrain-trial-{best.number}", "retrain",
         {"retrain": "true", "hpsearch.source_trial": best.number},
     )  # fmt: skip
+    run_id = str(run.run_id)  # start_child returns a created run
     run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
         config = study.train_config(params, study.full_fidelity)
@@ -99,17 +100,17 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
         k.replace("val_", "test_", 1): v
         for k, v in trainer.evaluate(model, data.test, data.task, config, infra=infra).items()
     }
-    tracker.log_metrics(run.run_id, test_metrics)
-    _log_test_artifacts(tracker, run.run_id, model, data)
-    exports = log_portable(tracker, run.run_id, export_model(model, data), data)
+    tracker.log_metrics(run_id, test_metrics)
+    _log_test_artifacts(tracker, run_id, model, data)
+    exports = log_portable(tracker, run_id, export_model(model, data), data)
     model_name = coordinator.study_name
-    version = _log_and_register(tracker, run.run_id, model, data, model_name)
+    version = _log_and_register(tracker, run_id, model, data, model_name)
     test_key = record.metric.replace("val_", "test_", 1)
     became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
     notes = [*notes, *(check.line() for check in exports)]
     run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
-                         model_name, version, champion, became, run.run_id, notes)  # fmt: skip
+                         model_name, version, champion, became, run_id, notes)  # fmt: skip
 
 
 def _predict(model: Any, x: Any, batch: int = 1024) -> Any:

@@ -134,11 +134,13 @@ class StudyWatch:
     def trial(self, number: int) -> Any:
         return next(t for t in self.trials() if t.number == number)
 
-    def running_at(self, epoch: int) -> Any:
-        """A RUNNING first attempt (not a retry, which inherits reports) that has reported ``epoch``."""
+    def running_at(self, epoch: int, with_run: bool = False) -> Any:
+        """A RUNNING first attempt (not a retry, which inherits reports) that has reported ``epoch``
+        (and, ``with_run``, recorded its MLflow run: a worker's first run waits for MLflow's import)."""
         for t in self.trials():
             fresh = "failed_trial" not in t.system_attrs
-            if fresh and t.state.name == "RUNNING" and max(t.intermediate_values, default=0) >= epoch:
+            if fresh and t.state.name == "RUNNING" and max(t.intermediate_values, default=0) >= epoch \
+                    and (not with_run or "mlflow_run_id" in t.user_attrs):  # fmt: skip
                 return t
         return None
 
@@ -217,7 +219,8 @@ def killed_study(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
         try:
             watch = StudyWatch(url, "killed")
             a = worker("a")
-            first = _wait_for(lambda: watch.running_at(3), 120, "trial 0 to reach epoch 3")
+            # Runs of dead attempts are tested below: each is killed once its run exists.
+            first = _wait_for(lambda: watch.running_at(3, with_run=True), 120, "trial 0 to reach epoch 3")
             _stop(a)
             killed_at = time.monotonic()
             first_ckpt = newest_epoch(project / "checkpoints" / "killed" / f"trial-{first.number}")
@@ -226,7 +229,7 @@ def killed_study(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
             waiting = [t for t in watch.trials() if t.state.name == "WAITING"]
 
             b = worker("b")
-            second = _wait_for(lambda: watch.running_at(3), 120, "the second trial to reach epoch 3")
+            second = _wait_for(lambda: watch.running_at(3, with_run=True), 120, "the second trial to reach epoch 3")
             _stop(b)
             second_dir = project / "checkpoints" / "killed" / f"trial-{logical(second)}"
             second_ckpt = newest_epoch(second_dir)
@@ -865,6 +868,36 @@ def test_a_tell_that_lands_between_the_reapers_read_and_write_costs_nothing(tmp_
     assert coordinator.counts().finished_logical == 1
 
 
+def test_a_first_trial_started_before_mlflow_is_imported_gets_its_run_all_the_same(tmp_path):
+    """A worker's first trial starts while MLflow is still being imported: it records its worker at
+    once, its run is created on the writer thread meanwhile, and it ends linked to a complete run;
+    the next trial creates its run before training, as every later one does."""
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.execution import connect
+    from search.execution._trial import run_trial
+    from search.settings import SearchSettings
+    from search.tracking import Tracker
+
+    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=2, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": 0.0})  # fmt: skip
+    create_or_resume(loc, prepare(opts), 2)
+    ctx = connect(loc, "sleep", "test-worker")
+    ctx.tracker = Tracker(loc.tracking())  # as if the warm-up had not made MLflow's client yet
+    assert not ctx.tracker.ready
+    outcomes = []
+    for _ in range(2):
+        trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+        outcomes.append(run_trial(ctx, trial))
+        assert ctx.tracker.ready  # the first trial's run made it
+    for outcome in outcomes:
+        stored = next(t for t in ctx.optuna_study.get_trials() if t.number == outcome.number)
+        assert outcome.state == "COMPLETE" and stored.user_attrs["worker"] == "test-worker"
+        run = ctx.tracker.client.get_run(stored.user_attrs["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.tags["hpsearch.state"] == "COMPLETE"
+        assert set(run.data.params) >= {"x", "lr", "trial_number"} and "val_loss" in run.data.metrics
+
+
 def test_an_mlflow_error_at_run_start_fails_that_trial_and_the_worker_goes_on(tmp_path):
     """A tracking server answering HTTP 500 when a trial's run is created ends that trial, not the worker."""
     from mlflow.exceptions import MlflowException
@@ -879,16 +912,16 @@ def test_an_mlflow_error_at_run_start_fails_that_trial_and_the_worker_goes_on(tm
                         study_options={"epoch_seconds": 0.0})  # fmt: skip
     create_or_resume(loc, prepare(opts), 2)
     ctx = connect(loc, "sleep", "test-worker")
-    start_child = ctx.tracker.start_child
+    create_run = ctx.tracker.client.create_run
     calls = []
 
     def server_error_once(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             raise MlflowException("API request to endpoint /api/2.0/mlflow/runs/create failed with error code 500")
-        return start_child(*args, **kwargs)
+        return create_run(*args, **kwargs)
 
-    ctx.tracker.start_child = server_error_once  # type: ignore[method-assign]
+    ctx.tracker.client.create_run = server_error_once  # type: ignore[method-assign]
     first, _ = ctx.coordinator.claim(ctx.optuna_study)
     failed = run_trial(ctx, first)
     second, _ = ctx.coordinator.claim(ctx.optuna_study)

@@ -79,15 +79,15 @@ def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(t
 
     ctx, trial = _claimed_sleep_trial(tmp_path)
     created = []
-    start_child = ctx.tracker.start_child
+    create_run = ctx.tracker.client.create_run
 
     def reaped_right_after(*args, **kwargs):
-        run = start_child(*args, **kwargs)
-        created.append(run.run_id)
+        run = create_run(*args, **kwargs)
+        created.append(run.info.run_id)
         ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)  # the reaper
         return run
 
-    ctx.tracker.start_child = reaped_right_after
+    ctx.tracker.client.create_run = reaped_right_after
     outcome = run_trial(ctx, trial)
     assert outcome.state == "LOST"
     [run_id] = created

@@ -41,14 +41,13 @@ def test_short_epochs_go_in_one_batch_per_interval_and_all_land(tracker: Tracker
     the run ends; 1,200 epochs of two metrics exceed MLflow's limit of one batch."""
     run = _child(tracker)
     batches: list[int] = []
-    log_batch = run.client.log_batch
+    log_batch = run._log_batch
 
-    def counting(run_id, metrics=(), params=(), tags=()):
-        batches.append(len(metrics))
-        return log_batch(run_id, metrics=metrics, params=params, tags=tags)
+    def counting(run_id, batch):
+        batches.append(len(batch.get("metrics", ())))
+        return log_batch(run_id, batch)
 
-    monkeypatch.setattr(run, "client", type("Client", (), {"log_batch": staticmethod(counting),
-                                                           "set_terminated": run.client.set_terminated}))  # fmt: skip
+    monkeypatch.setattr(run, "_log_batch", counting)
     run.log_params({"lr": 0.1})
     for epoch in range(1, 1201):
         run.log({"val_loss": 1.0 / epoch, "train_loss": 2.0 / epoch}, step=epoch)
@@ -64,16 +63,16 @@ def test_short_epochs_go_in_one_batch_per_interval_and_all_land(tracker: Tracker
 
 def test_an_epoch_that_ends_an_interval_after_the_last_batch_is_sent_with_it(tracker: Tracker, monkeypatch) -> None:
     """Epochs longer than the interval are each sent as they end, the first one too (its params with it)."""
-    from search.tracking import _tracker
+    from search.tracking import _runlog
 
     clock = [1000.0]
-    monkeypatch.setattr(_tracker.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(_runlog.time, "monotonic", lambda: clock[0])
     run = _child(tracker)
     run.log_params({"lr": 0.1})
     run.log({"val_loss": 1.0}, step=1)  # within the interval of the run's start: held back
     run._writer.flush()
     assert tracker.client.get_run(run.run_id).data.params == {}
-    clock[0] += _tracker.SEND_EVERY_S
+    clock[0] += _runlog.SEND_EVERY_S
     run.log({"val_loss": 0.5}, step=2)
     run._writer.flush()
     got = tracker.client.get_run(run.run_id).data
@@ -94,6 +93,80 @@ def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None
     run.flush()  # the error was handed over once; the writer goes on
     run.finish({"hpsearch.state": "FAIL"}, "FAILED")
     assert tracker.client.get_run(run.run_id).info.status == "FAILED"
+
+
+def _open_child(tracker: Tracker, on_created=lambda run_id: None, end_first=None):
+    experiment = tracker.experiment_id("t")
+    parent = tracker.start_parent(experiment, "t", {})
+    return tracker.open_child(experiment, parent, "trial-0", "trial", {"hpsearch.trial": 0}, on_created, end_first)
+
+
+def test_a_run_opened_in_the_background_is_created_first_and_then_gets_everything(tracker: Tracker) -> None:
+    """open_child returns before the run exists; the run is created on the writer thread, then
+    on_created sees its id, and the writes queued meanwhile land in it; a dead attempt's run given
+    as end_first is ended KILLED first."""
+    dead = _child(tracker)
+    seen: list[str] = []
+    run = _open_child(tracker, seen.append, end_first=dead.run_id)
+    run.log_params({"lr": 0.1})
+    run.log({"val_loss": 1.0}, step=1)
+    run.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    assert seen == [run.run_id]
+    got = tracker.client.get_run(run.run_id)
+    assert got.info.status == "FINISHED" and got.data.params == {"lr": "0.1"}
+    assert got.data.metrics == {"val_loss": 1.0} and got.data.tags["hpsearch.state"] == "COMPLETE"
+    assert tracker.client.get_run(dead.run_id).info.status == "KILLED"
+
+
+def test_a_run_that_cannot_start_stops_the_next_epoch_and_drops_its_writes(tracker: Tracker, monkeypatch) -> None:
+    """The tracking server refuses the run: the trial's next epoch raises it (one line, what went
+    wrong), its writes go nowhere, and the next run starts as usual."""
+    from search.tracking import RunStartError
+
+    experiment = tracker.experiment_id("t")
+    parent = tracker.start_parent(experiment, "t", {})
+    create_run = tracker.client.create_run
+    calls: list[int] = []
+
+    def server_error_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MlflowException("API request to endpoint /api/2.0/mlflow/runs/create failed with error code 500")
+        return create_run(*args, **kwargs)
+
+    monkeypatch.setattr(tracker.client, "create_run", server_error_once)
+    created: list[str] = []
+    run = tracker.open_child(experiment, parent, "trial-0", "trial", {}, created.append)
+    run.log_params({"lr": 0.1})
+    assert run.run_id is None  # waits for the attempt
+    with pytest.raises(RunStartError, match=r"^MLflow run could not start: MlflowException: API request"):
+        run.log({"val_loss": 1.0}, step=1)
+    run.finish({"hpsearch.state": "FAIL"}, "FAILED")  # seen once: nothing to write, nothing raised
+    run.end("FAILED", {"hpsearch.state": "FAIL"})  # no run: nothing to end
+    assert created == []
+    second = tracker.open_child(experiment, parent, "trial-1", "trial", {}, created.append)
+    second.log({"val_loss": 0.5}, step=1)
+    second.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
+    assert created == [second.run_id]
+    assert tracker.client.get_run(second.run_id).data.metrics == {"val_loss": 0.5}
+
+
+def test_a_run_whose_trial_cannot_record_it_is_ended_killed(tracker: Tracker) -> None:
+    """Recording the run on its trial failed (the trial was reaped meanwhile): nobody else knows the
+    run, so it ends KILLED, and the trial meets the error at its next epoch, or at its end."""
+    created: list[str] = []
+
+    def reaped(run_id: str) -> None:
+        created.append(run_id)
+        raise RuntimeError("trial 0 was finished by another process")
+
+    run = _open_child(tracker, reaped)
+    with pytest.raises(RuntimeError, match="finished by another process"):
+        run.flush()
+    run.flush()  # handed over once
+    [run_id] = created
+    assert run.run_id is None
+    assert tracker.client.get_run(run_id).info.status == "KILLED"
 
 
 def test_a_dead_attempts_run_ends_killed_even_if_it_had_finished(tracker: Tracker) -> None:
