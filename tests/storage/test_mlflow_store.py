@@ -15,12 +15,15 @@ def test_a_new_store_is_a_copy_of_the_empty_template_and_behaves_as_one_mlflow_m
     template = empty_store_template()
     assert not template.exists()
     first = Tracker(resolve_tracking(None, tmp_path / "one"))
+    assert not template.exists()  # a tracker opens its store when its client is first used
+    assert first.client is not None
     assert template.exists()  # made once, by MLflow, then emptied of its Default experiment
     with sqlite3.connect(template) as conn:
         assert conn.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
     made = template.stat().st_mtime_ns
 
     second = Tracker(resolve_tracking(None, tmp_path / "two"))
+    assert second.client is not None
     assert template.stat().st_mtime_ns == made  # copied, not made again
     for tracker, project in ((first, "one"), (second, "two")):
         # MLflow adds the Default experiment when it opens the copy, with its own artifact root
