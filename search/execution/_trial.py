@@ -92,28 +92,11 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
         what = f"starting trial {trial.number}"
         retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, {**attrs, **more}), what)
 
-    name = f"trial-{trial.number}"
-    if not ctx.tracker.ready:
-        record({})
-        return ctx.tracker.open_child(
-            ctx.experiment_id, ctx.parent_run_id, name, "trial", tags,
-            on_created=lambda run_id: record({"mlflow_run_id": run_id}), end_first=previous,
-        )  # fmt: skip
-    if previous:
-        ctx.tracker.mark_killed(previous)
-    run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags)
-    run_id = str(run.run_id)
-    try:
-        record({"mlflow_run_id": run_id})
-    except BaseException:
-        # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen): end it,
-        # without letting that clean-up replace what went wrong.
-        try:
-            ctx.tracker.mark_killed(run_id)
-        except Exception as exc:  # noqa: BLE001 - the study's end closes it (end_orphaned_trial_runs)
-            log.warning("could not end MLflow run %s: %s", run_id, exc)
-        raise
-    return run
+    name, on_created = f"trial-{trial.number}", lambda run_id: record({"mlflow_run_id": run_id})
+    if ctx.tracker.ready:
+        return ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags, on_created, previous)
+    record({})
+    return ctx.tracker.open_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags, on_created, previous)
 
 
 def _board(ctx: WorkerContext, trial: optuna.trial.Trial) -> Any:

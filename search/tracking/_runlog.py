@@ -22,15 +22,20 @@ def clean(value: Any) -> str:
 
 
 _IMPORTING = threading.Lock()
+_IMPORTED = threading.Event()
 
 
 def import_mlflow() -> None:
     """Import MLflow and its database store, one thread at a time: a worker imports them on a
     background thread while its first trial starts, and two threads importing MLflow's circular
-    modules at once fail (``_DeadlockError``, partially initialized modules)."""
+    modules at once fail (``_DeadlockError``, partially initialized modules). Once done, free."""
+    if _IMPORTED.is_set():
+        return
     with _IMPORTING:
         import mlflow  # noqa: F401
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
+
+        _IMPORTED.set()
 
 
 def params_of(pairs: Iterable[tuple[Any, Any]]) -> list[Any]:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ROLE_TAG = "hpsearch.role"
 STATE_TAG = "hpsearch.state"
+OnCreated = Callable[[str], None] | None
+"""Called with a new run's id (a trial records it)."""
 
 
 class Tracker:
@@ -93,46 +95,24 @@ class Tracker:
         """Whether MLflow is imported and its client made: :meth:`start_child` would not wait for them."""
         return self._client is not None
 
-    def start_child(
-        self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any]
-    ) -> RunLogger:
-        """A created run (:class:`RunStartError` if MLflow refused it)."""
-        return RunLogger(self, self._create_child(experiment_id, parent_run_id, name, role, tags))
-
-    def _create_child(self, experiment_id: str, parent_run_id: str, name: str, role: str,
-                      tags: Mapping[str, Any]) -> str:  # fmt: skip
-        all_tags = {"mlflow.parentRunId": parent_run_id, ROLE_TAG: role, **tags}
-        try:
-            run = self.client.create_run(experiment_id, run_name=name, tags={k: clean(v) for k, v in all_tags.items()})
-        except Exception as exc:
-            first = (str(exc).splitlines() or [""])[0][:300]
-            raise RunStartError(mask(f"MLflow run could not start: {type(exc).__name__}: {first}")) from exc
-        return str(run.info.run_id)
+    def start_child(self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any],
+                    on_created: OnCreated = None, end_first: str | None = None) -> RunLogger:  # fmt: skip
+        """A created run (:class:`RunStartError` if MLflow refused it). Before it, the run
+        ``end_first`` (a dead attempt's) is ended KILLED; after it, ``on_created(run_id)`` runs (a
+        trial records its run), and if that fails the new run is ended KILLED and the error raised."""
+        return RunLogger(self, self._start(experiment_id, parent_run_id, name, role, tags, on_created, end_first))
 
     def open_child(self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any],
-                   on_created: Callable[[str], None], end_first: str | None = None) -> RunLogger:  # fmt: skip
-        """:meth:`start_child` without waiting: the run is created on the writer thread, first of
-        its writes, while the caller goes on (training, for a trial). Then ``on_created(run_id)``
-        runs there (the trial records its run); if it fails, the new run is ended KILLED. Before
-        all, the run ``end_first`` (a dead attempt's) is ended KILLED. Whatever fails is the run's
+                   on_created: OnCreated = None, end_first: str | None = None) -> RunLogger:  # fmt: skip
+        """:meth:`start_child` without waiting: all of it runs on the writer thread, first of the
+        run's writes, while the caller goes on (training, for a trial). Whatever fails is the run's
         start error: raised by its next :meth:`RunLogger.log` or :meth:`RunLogger.flush`, and the
         run's writes are dropped."""
         logger = RunLogger(self, None)
 
         def create() -> None:
             try:
-                if end_first:
-                    self.mark_killed(end_first)
-                run_id = self._create_child(experiment_id, parent_run_id, name, role, tags)
-                try:
-                    on_created(run_id)
-                except BaseException:
-                    try:  # nobody else knows this run (the trial was reaped meanwhile, say)
-                        self.mark_killed(run_id)
-                    except Exception as exc:  # noqa: BLE001 - the study's end closes it (end_orphaned_trial_runs)
-                        log.warning("could not end MLflow run %s: %s", run_id, exc)
-                    raise
-                logger._run_id = run_id
+                logger._run_id = self._start(experiment_id, parent_run_id, name, role, tags, on_created, end_first)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that trains
                 logger._start_error = exc
             finally:
@@ -140,6 +120,30 @@ class Tracker:
 
         self._writer.submit(create, always=True)  # its caller waits for it
         return logger
+
+    def _start(self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any],
+               on_created: OnCreated, end_first: str | None) -> str:  # fmt: skip
+        if end_first:
+            self.mark_killed(end_first)
+        all_tags = {"mlflow.parentRunId": parent_run_id, ROLE_TAG: role, **tags}
+        try:
+            run = self.client.create_run(experiment_id, run_name=name, tags={k: clean(v) for k, v in all_tags.items()})
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0][:300]
+            raise RunStartError(mask(f"MLflow run could not start: {type(exc).__name__}: {first}")) from exc
+        run_id = str(run.info.run_id)
+        if on_created is not None:
+            try:
+                on_created(run_id)
+            except BaseException:
+                # Nobody else knows this run (e.g. the trial was reaped while this worker was frozen):
+                # end it, without letting that clean-up replace what went wrong.
+                try:
+                    self.mark_killed(run_id)
+                except Exception as exc:  # noqa: BLE001 - the study's end closes it (end_orphaned_trial_runs)
+                    log.warning("could not end MLflow run %s: %s", run_id, exc)
+                raise
+        return run_id
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         items = params_of(params.items())
