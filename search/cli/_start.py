@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -114,17 +115,29 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     return PreparedStudy(study, record, opts.name or study.name)
 
 
-def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int) -> tuple[Coordinator, bool]:
-    """The study plus its MLflow experiment and parent run; a new study is removed if any part fails."""
+def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
+                     release: Callable[[str | None], None] | None = None) -> tuple[Coordinator, bool]:  # fmt: skip
+    """The study plus its MLflow experiment and parent run; a new study is removed if any part fails.
+
+    ``release(name)`` lets early workers join a new study before its parent run is made (MLflow's
+    import and the run take seconds, which their first trials spend training; their runs are made
+    once it exists); if making it fails, ``release(None)`` ends them before the study is removed.
+    """
     coordinator = Coordinator(loc.storage_url, prepared.name)
     optuna_study, created = coordinator.create_or_resume(prepared.record, budget)
     record, settings = prepared.record, prepared.record.settings
     summary = {"study": record.study_ref, "direction": record.direction, "metric": record.metric,
                "sampler": settings.sampler, "pruner": settings.pruner, "seed": settings.seed}  # fmt: skip
+    early = release if created else None
     try:
+        if early is not None:
+            early(coordinator.study_name)
         open_parent_run(optuna_study, loc, resumed=not created, summary=summary)
     except BaseException:
         if created:
+            if early is not None:
+                early(None)
+                shutil.rmtree(loc.checkpoint_root / coordinator.study_name, ignore_errors=True)  # their trials'
             coordinator.delete()
         raise
     return coordinator, created
@@ -199,9 +212,9 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
-    # The workers start now and import torch and MLflow (seconds) while the input is checked and
-    # the study and its MLflow run are created or updated; they join once that is done, or exit
-    # if the command fails.
+    # The workers start now and import torch (seconds) while the input is checked and the study is
+    # created or updated; they join once it is there (a new study's MLflow parent run is made
+    # while their first trials train), or exit if the command fails.
     # A study file's name is known once it is imported: they are told it when they join.
     early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
     procs = spawn_workers(loc, None, workers, gpus, debug, early=True, study=early_study) if workers > 0 else []
@@ -211,11 +224,12 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
-        coordinator, created = create_or_resume(loc, prepared, opts.trials)
+        coordinator, created = create_or_resume(loc, prepared, opts.trials, lambda go: release_workers(procs, go))
     except BaseException:
         release_workers(procs, go=None)
         raise
-    release_workers(procs, go=coordinator.study_name)
+    if not created:  # a new study's were released before its parent run was made
+        release_workers(procs, go=coordinator.study_name)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).

@@ -47,7 +47,8 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     nnodes, endpoint, rdzv_id = kwargs.pop("nnodes"), kwargs.pop("rdzv_endpoint"), kwargs.pop("rdzv_id")
     if kwargs.pop("rank_of_group"):
         return _run_rank(kwargs, index)
-    if os.environ.get(ENV_EARLY):
+    early = bool(os.environ.get(ENV_EARLY))
+    if early:
         name = await_release()
         if name is None:
             return 0  # `search start` could not create the study; it says why
@@ -62,7 +63,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
-    coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"))
+    coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"), created_only=not early)
     if nodes.count > 1 and not nodes.run_id:
         nodes = replace(nodes, run_id=f"{coordinator.study_name}-{index}")
     release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own
@@ -78,7 +79,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         return max((c or 0) for c in codes)
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
-    ctx = connect(loc, coordinator.study_name, default_worker_id(index), coordinator)
+    ctx = connect(loc, coordinator.study_name, default_worker_id(index), coordinator, early=early)
     try:
         report = run_worker(ctx)
     except KeyboardInterrupt:
@@ -88,8 +89,9 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     return 0
 
 
-def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator, Locations]:
-    """Open the study, waiting up to ``seconds`` for its database and the study itself to appear.
+def wait_for_study(kwargs: dict[str, Any], seconds: float, created_only: bool = True) -> tuple[Coordinator, Locations]:
+    """Open the study, waiting up to ``seconds`` for its database and the study itself to appear
+    (and, ``created_only``, for ``search start`` to have finished creating it: its parent run).
 
     One line when the wait starts and one when it ends; past the limit, the last error.
     """
@@ -101,7 +103,7 @@ def wait_for_study(kwargs: dict[str, Any], seconds: float) -> tuple[Coordinator,
         try:
             # A server that is restarting (refusing connections, "shutting down", "starting up") is
             # an outage, ridden out up to --db-outage-limit and then exit 75, as for a running worker.
-            found = retrying(lambda: _open_study(kwargs, seconds > 0), "opening the study")
+            found = retrying(lambda: _open_study(kwargs, created_only and seconds > 0), "opening the study")
         except (StorageError, SearchError) as exc:  # no study (yet); an outage past the limit (75 once past the wait)
             left = deadline - time.monotonic()
             if left <= 0:

@@ -82,7 +82,7 @@ class Coordinator:
         return True
 
     def read_record(self) -> StudyRecord:
-        attrs = self._user_attrs()
+        attrs = self.study_user_attrs()
         if SPEC_ATTR not in attrs:
             raise SearchError(f"study {self.study_name!r} was not created by hpsearch (no {SPEC_ATTR} attribute)")
         return StudyRecord.from_json(attrs[SPEC_ATTR])
@@ -182,13 +182,14 @@ class Coordinator:
     def _pruner(record: StudyRecord) -> Any:
         return make_pruner(record.settings.pruner, record.search_epochs)
 
-    def _user_attrs(self) -> dict[str, Any]:
+    def study_user_attrs(self) -> dict[str, Any]:
+        """The study's user attributes, read now (a loaded ``optuna.Study`` keeps those it read)."""
         return self.storage.get_study_user_attrs(self.study_id())
 
     # -- the budget -----------------------------------------------------------------------
 
     def budget(self) -> int:
-        return retrying(lambda: int(self._user_attrs().get(BUDGET_ATTR, 0)), "reading the budget")
+        return retrying(lambda: int(self.study_user_attrs().get(BUDGET_ATTR, 0)), "reading the budget")
 
     def counts(self) -> st.TrialCounts:
         def count() -> st.TrialCounts:

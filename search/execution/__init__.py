@@ -1,6 +1,6 @@
 """Running trials: the worker loop, one trial end to end, multi-process trials, and local worker processes."""
 
-from search.execution._context import ENV_SHARDING, TrialOutcome, WorkerContext
+from search.execution._context import ENV_SHARDING, ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import ENV_EARLY, await_release, release_workers
 from search.execution._finish import fail_reason
 from search.execution._gang import Nodes, launch, run_rank
@@ -39,6 +39,7 @@ __all__ = [
     "IDLE_POLL_S",
     "PruningHook",
     "SlurmArray",
+    "ParentRun",
     "TrialOutcome",
     "WorkerContext",
     "WorkerReport",

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 
 if TYPE_CHECKING:
     import optuna
@@ -25,6 +29,53 @@ def group_sharding() -> str:
     return os.environ.get(ENV_SHARDING, "ddp")
 
 
+PARENT_WAIT_S = 120.0
+"""How long a trial's run waits for the study's parent run (``search start`` creates it once the study
+exists, while its early workers' first trials train: seconds; a command that died meanwhile never does)."""
+
+
+class ParentRun:
+    """The study's MLflow experiment and parent run, as the study records them.
+
+    An early worker joins a new study before ``search start`` has created them (importing MLflow
+    and making the run take seconds, which its first trial spends training): :meth:`ids` then reads
+    the study until they appear. Every other worker joins a study that has them.
+    """
+
+    def __init__(self, attrs: Mapping[str, Any], read: Callable[[], Mapping[str, Any]]) -> None:
+        self._ids = self._found(attrs)
+        self._read = read
+
+    @staticmethod
+    def _found(attrs: Mapping[str, Any]) -> tuple[str, str] | None:
+        if PARENT_RUN_ATTR not in attrs or EXPERIMENT_ATTR not in attrs:
+            return None
+        return str(attrs[EXPERIMENT_ATTR]), str(attrs[PARENT_RUN_ATTR])
+
+    @property
+    def known(self) -> bool:
+        return self._ids is not None
+
+    def ids(self, timeout: float | None = None) -> tuple[str, str]:
+        """``(experiment id, parent run id)``, read from the study until they are there: a
+        :class:`search.tracking.RunStartError` past ``timeout`` (default :data:`PARENT_WAIT_S`)."""
+        limit = PARENT_WAIT_S if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        delay = 0.05
+        while self._ids is None:
+            self._ids = self._found(self._read())
+            if self._ids is not None:
+                break
+            if time.monotonic() >= deadline:
+                from search.tracking import RunStartError
+
+                raise RunStartError("MLflow run could not start: the study has no MLflow parent run "
+                                    f"(`search start` did not create it within {limit:g} s)")  # fmt: skip
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+        return self._ids
+
+
 @dataclass
 class WorkerContext:
     """What a worker loads once and reuses for every trial."""
@@ -36,8 +87,7 @@ class WorkerContext:
     coordinator: Coordinator
     optuna_study: optuna.Study
     tracker: Tracker
-    experiment_id: str
-    parent_run_id: str
+    parent: ParentRun
     checkpoint_root: Path
     worker_id: str
     gang: Any = None
@@ -50,6 +100,14 @@ class WorkerContext:
     (the sampler's view) and its pruner; finished trials are read once."""
     cpu_at_claim: float = 0.0
     """``time.process_time()`` when this worker began claiming its current trial."""
+
+    @property
+    def experiment_id(self) -> str:
+        return self.parent.ids()[0]
+
+    @property
+    def parent_run_id(self) -> str:
+        return self.parent.ids()[1]
 
     def __post_init__(self) -> None:
         import storage

@@ -30,11 +30,17 @@ _PRELOADED: dict[str, Any] = {}
 
 
 def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> None:
-    """Tell early workers that the study named ``go`` is ready, or (None) end them: the command failed."""
+    """Tell early workers that the study named ``go`` is ready, or (None) end them: the command
+    failed. Ending them includes those told to join already: a new study's parent run is created
+    after they join, and if that fails they are ended before the study is removed."""
     if procs:
         log.debug("%s %d early workers", "releasing" if go is not None else "ending", len(procs))
     for proc in procs:
         early = _EARLY_LOGS.pop(proc.pid, None)
+        if go is None:
+            # Not joined: it holds nothing yet (no study, no run, no file but its temporary log).
+            # Joined: its trials go with the study, and their runs never started (no parent run).
+            _end(proc, grace=10 if early else 3)
         if early is None or proc.stdin is None:
             continue
         temp, log_path = early
@@ -46,14 +52,19 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> Non
             except OSError:  # it died already; the caller sees its exit code
                 pass
             continue
-        proc.terminate()  # it holds nothing yet: no study, no run, no file but its temporary log
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         proc.stdin.close()
         temp.unlink(missing_ok=True)
+
+
+def _end(proc: subprocess.Popen[bytes], grace: float) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def await_release() -> str | None:
@@ -97,14 +108,14 @@ def _import_mlflow() -> None:
     gc.freeze()  # long-lived: kept out of the collector's full passes, as the rest of start-up
 
 
-def warm_up(tracker: Any, parent_run_id: str) -> None:
+def warm_up(tracker: Any) -> None:
     """In a worker that joined its study: import MLflow (if the early imports have not) and open
     its store on a background thread, while the first trial is claimed and starts (its run is
     created once MLflow is there). Errors are left for the first real use."""
 
     def run() -> None:
         try:
-            tracker.client.get_run(parent_run_id)
+            tracker.client.search_experiments(max_results=1)  # the store's first query opens it
         except Exception as exc:  # noqa: BLE001 - met again, and handled, where it is used
             log.debug("opening MLflow in the background failed: %s", exc)
         gc.freeze()

@@ -73,9 +73,10 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
 def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunLogger:
     """The trial's MLflow run; the trial records who runs it and where its run is, in one write.
 
-    A worker's first trial may start before MLflow is imported (``warm_up``, seconds): it records
-    who runs it at once (Ctrl-C and a group's supervisor find their trials by it), and its run is
-    created on the tracker's writer thread while it trains, then recorded on the trial too
+    A worker's first trial may start before MLflow is imported (``warm_up``, seconds) or, for an
+    early worker, before ``search start`` has created the study's parent run: it records who runs
+    it at once (Ctrl-C and a group's supervisor find their trials by it), and its run is created on
+    the tracker's writer thread while it trains, then recorded on the trial too
     (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
     their run here, as that costs a short trial less than two threads taking turns.
     """
@@ -93,10 +94,10 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
         retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, {**attrs, **more}), what)
 
     name, on_created = f"trial-{trial.number}", lambda run_id: record({"mlflow_run_id": run_id})
-    if ctx.tracker.ready:
+    if ctx.tracker.ready and ctx.parent.known:
         return ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags, on_created, previous)
     record({})
-    return ctx.tracker.open_child(ctx.experiment_id, ctx.parent_run_id, name, "trial", tags, on_created, previous)
+    return ctx.tracker.open_child(ctx.parent.ids, name, "trial", tags, on_created, previous)
 
 
 def _board(ctx: WorkerContext, trial: optuna.trial.Trial) -> Any:

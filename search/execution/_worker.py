@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import EXPERIMENT_ATTR, FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
+from search.coordination import FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
 from search.exceptions import SearchError
-from search.execution._context import TrialOutcome, WorkerContext
+from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded, warm_up
 from search.execution._trial import run_trial
 from search.settings import load_study
@@ -81,11 +81,14 @@ def check_trains_here(study: Any) -> None:
         )
 
 
-def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordinator | None = None) -> WorkerContext:
+def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordinator | None = None,
+            early: bool = False) -> WorkerContext:  # fmt: skip
     """Open the study and MLflow, load the data: everything a worker does once.
 
     Pass the ``coordinator`` that found the study, if any: a second one would keep its own pool of
-    connections open for the worker's life.
+    connections open for the worker's life. An ``early`` worker (released by ``search start`` as
+    soon as its new study exists) may join before the study's MLflow parent run does: its trials'
+    runs wait for it (:class:`ParentRun`); any other worker needs it there.
     """
     coordinator = coordinator or Coordinator(loc.storage_url, study_name)
     ordinal = coordinator.join()
@@ -96,12 +99,12 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
 
     # A worker that starts as the server restarts rides it out here too, as in its trials.
     optuna_study, record, attrs = retrying(load, "loading the study")
-    if PARENT_RUN_ATTR not in attrs:
+    if PARENT_RUN_ATTR not in attrs and not early:
         raise SearchError(f"study {study_name!r} has no MLflow parent run; start it with `search start`")
-    early = preloaded(record.study_ref, record.options, record.narrow)  # an early worker loaded them already
-    if early is not None:
+    loaded = preloaded(record.study_ref, record.options, record.narrow)  # an early worker loaded them already
+    if loaded is not None:
         log.info("using the study and data loaded while the study was being created")
-        study, data = early  # `search start` has checked that it trains here
+        study, data = loaded  # `search start` has checked that it trains here
     else:
         study = load_study(record.study_ref, record.options, record.narrow)
         check_trains_here(study)  # before the data: a worker that cannot train leaves at once
@@ -118,11 +121,12 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     gc.freeze()
     # MLflow (its import, seconds; its store) is readied in the background: the first trial is
     # claimed and starts meanwhile, its run created once MLflow is there (Tracker.open_child).
-    warm_up(tracker, str(attrs[PARENT_RUN_ATTR]))
+    warm_up(tracker)
+    parent = ParentRun(attrs, lambda: retrying(coordinator.study_user_attrs, "reading the study's parent run"))
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
         record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
-        experiment_id=str(attrs[EXPERIMENT_ATTR]), parent_run_id=str(attrs[PARENT_RUN_ATTR]),
+        parent=parent,
         checkpoint_root=loc.checkpoint_root, worker_id=worker_id, tensorboard_dir=loc.tensorboard_dir,
     )  # fmt: skip
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
+from search.exceptions import SearchError
 from search.tracking._tracker import ROLE_TAG, Tracker
 
 if TYPE_CHECKING:
@@ -54,14 +55,22 @@ def open_parent_run(optuna_study: optuna.Study, loc: Locations, resumed: bool, s
     from storage import prepare_sqlite_tracking
 
     attrs = optuna_study.user_attrs
-    if PARENT_RUN_ATTR not in attrs:
-        location = loc.tracking()
-        tracker = Tracker(location)
-        experiment_id = tracker.experiment_id(optuna_study.study_name)
-        prepare_sqlite_tracking(location)  # WAL, now that the experiment created the file
-        parent = tracker.start_parent(experiment_id, optuna_study.study_name, summary)
-        optuna_study.set_user_attr(EXPERIMENT_ATTR, experiment_id)
-        optuna_study.set_user_attr(PARENT_RUN_ATTR, parent)
-    elif resumed:
-        # A resumed study runs again: so does its parent run (it was FINISHED by the last search).
-        Tracker(loc.tracking()).client.update_run(str(attrs[PARENT_RUN_ATTR]), status="RUNNING")
+    location = loc.tracking()
+    try:
+        if PARENT_RUN_ATTR not in attrs:
+            tracker = Tracker(location)
+            experiment_id = tracker.experiment_id(optuna_study.study_name)
+            prepare_sqlite_tracking(location)  # WAL, now that the experiment created the file
+            parent = tracker.start_parent(experiment_id, optuna_study.study_name, summary)
+            optuna_study.set_user_attr(EXPERIMENT_ATTR, experiment_id)
+            optuna_study.set_user_attr(PARENT_RUN_ATTR, parent)  # last: workers wait for it (ParentRun)
+        elif resumed:
+            # A resumed study runs again: so does its parent run (it was FINISHED by the last search).
+            Tracker(location).client.update_run(str(attrs[PARENT_RUN_ATTR]), status="RUNNING")
+    except SearchError:  # an outage past its limit, with its own line and exit code
+        raise
+    except Exception as exc:  # the tracking location is unusable (a path that cannot be a database...)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise SearchError(
+            f"MLflow at {location.tracking_uri} could not record the study: {type(exc).__name__}: {first}"
+        ) from exc

@@ -102,16 +102,18 @@ class Tracker:
         trial records its run), and if that fails the new run is ended KILLED and the error raised."""
         return RunLogger(self, self._start(experiment_id, parent_run_id, name, role, tags, on_created, end_first))
 
-    def open_child(self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any],
+    def open_child(self, parent: Callable[[], tuple[str, str]], name: str, role: str, tags: Mapping[str, Any],
                    on_created: OnCreated = None, end_first: str | None = None) -> RunLogger:  # fmt: skip
         """:meth:`start_child` without waiting: all of it runs on the writer thread, first of the
-        run's writes, while the caller goes on (training, for a trial). Whatever fails is the run's
+        run's writes, while the caller goes on (training, for a trial); ``parent()`` gives the
+        experiment and parent run ids there (it may wait for them). Whatever fails is the run's
         start error: raised by its next :meth:`RunLogger.log` or :meth:`RunLogger.flush`, and the
         run's writes are dropped."""
         logger = RunLogger(self, None)
 
         def create() -> None:
             try:
+                experiment_id, parent_run_id = parent()
                 logger._run_id = self._start(experiment_id, parent_run_id, name, role, tags, on_created, end_first)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that trains
                 logger._start_error = exc

@@ -98,7 +98,8 @@ def test_a_failed_background_write_is_raised_by_finish(tracker: Tracker) -> None
 def _open_child(tracker: Tracker, on_created=lambda run_id: None, end_first=None):
     experiment = tracker.experiment_id("t")
     parent = tracker.start_parent(experiment, "t", {})
-    return tracker.open_child(experiment, parent, "trial-0", "trial", {"hpsearch.trial": 0}, on_created, end_first)
+    ids = (experiment, parent)
+    return tracker.open_child(lambda: ids, "trial-0", "trial", {"hpsearch.trial": 0}, on_created, end_first)
 
 
 def test_a_run_opened_in_the_background_is_created_first_and_then_gets_everything(tracker: Tracker) -> None:
@@ -136,7 +137,7 @@ def test_a_run_that_cannot_start_stops_the_next_epoch_and_drops_its_writes(track
 
     monkeypatch.setattr(tracker.client, "create_run", server_error_once)
     created: list[str] = []
-    run = tracker.open_child(experiment, parent, "trial-0", "trial", {}, created.append)
+    run = tracker.open_child(lambda: (experiment, parent), "trial-0", "trial", {}, created.append)
     run.log_params({"lr": 0.1})
     assert run.run_id is None  # waits for the attempt
     with pytest.raises(RunStartError, match=r"^MLflow run could not start: MlflowException: API request"):
@@ -144,7 +145,7 @@ def test_a_run_that_cannot_start_stops_the_next_epoch_and_drops_its_writes(track
     run.finish({"hpsearch.state": "FAIL"}, "FAILED")  # seen once: nothing to write, nothing raised
     run.end("FAILED", {"hpsearch.state": "FAIL"})  # no run: nothing to end
     assert created == []
-    second = tracker.open_child(experiment, parent, "trial-1", "trial", {}, created.append)
+    second = tracker.open_child(lambda: (experiment, parent), "trial-1", "trial", {}, created.append)
     second.log({"val_loss": 0.5}, step=1)
     second.finish({"hpsearch.state": "COMPLETE"}, "FINISHED")
     assert created == [second.run_id]

@@ -1,0 +1,113 @@
+"""Early workers join a new study before its MLflow parent run exists (``search start`` creates it
+while their first trials train): their runs wait for it, and a parent run that cannot be made ends
+them and removes the study."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+
+
+def _new_study(tmp_path: Path, epoch_seconds: float, trials: int = 2):
+    """A study as ``search start`` has created it when it releases its early workers: no parent run yet."""
+    from search.cli import StartOptions, prepare, resolve_locations
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+    loc.project_dir.mkdir(parents=True, exist_ok=True)
+    opts = StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": epoch_seconds, "epochs": 3})  # fmt: skip
+    optuna_study, created = Coordinator(loc.storage_url, "sleep").create_or_resume(prepare(opts).record, trials)
+    assert created
+    return loc, optuna_study
+
+
+def test_trials_of_a_worker_joined_before_the_parent_run_train_at_once_and_get_their_runs_under_it(tmp_path):
+    from search.coordination import PARENT_RUN_ATTR
+    from search.execution import connect
+    from search.execution._trial import run_trial
+    from search.tracking import open_parent_run
+
+    loc, optuna_study = _new_study(tmp_path, epoch_seconds=0.5)
+    ctx = connect(loc, "sleep", "early-worker", early=True)
+    assert not ctx.parent.known
+    made: list[datetime] = []
+
+    def make_parent() -> None:  # what `search start` does once it has released its workers
+        time.sleep(0.8)
+        made.append(datetime.now())
+        open_parent_run(optuna_study, loc, resumed=False, summary={"study": "sleep"})
+
+    maker = threading.Thread(target=make_parent)
+    maker.start()
+    outcomes = []
+    for _ in range(2):
+        trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+        outcomes.append(run_trial(ctx, trial))
+    maker.join()
+    parent = ctx.coordinator.study_user_attrs()[PARENT_RUN_ATTR]
+    trials = {t.number: t for t in ctx.optuna_study.get_trials()}
+    assert trials[outcomes[0].number].datetime_start < made[0]  # it trained before the parent existed
+    for outcome in outcomes:
+        stored = trials[outcome.number]
+        assert outcome.state == "COMPLETE" and stored.user_attrs["worker"] == "early-worker"
+        run = ctx.tracker.client.get_run(stored.user_attrs["mlflow_run_id"])
+        assert run.data.tags["mlflow.parentRunId"] == parent
+        assert run.info.status == "FINISHED" and "val_loss" in run.data.metrics
+
+
+def test_a_worker_that_was_not_released_early_needs_the_parent_run(tmp_path):
+    from search.exceptions import SearchError
+    from search.execution import connect
+
+    loc, _ = _new_study(tmp_path, epoch_seconds=0.0)
+    with pytest.raises(SearchError, match="has no MLflow parent run"):
+        connect(loc, "sleep", "late-worker")
+
+
+def test_a_parent_run_that_never_comes_fails_the_trial_instead_of_hanging(tmp_path, monkeypatch):
+    """`search start` died between the study and its parent run: the trial fails with one reason
+    once the wait is over, and nothing is left RUNNING."""
+    from search.execution import _context, connect
+    from search.execution._trial import run_trial
+
+    monkeypatch.setattr(_context, "PARENT_WAIT_S", 1.0)
+    loc, _ = _new_study(tmp_path, epoch_seconds=0.0, trials=1)
+    ctx = connect(loc, "sleep", "early-worker", early=True)
+    trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+    started = time.monotonic()
+    outcome = run_trial(ctx, trial)
+    assert time.monotonic() - started < 30
+    assert outcome.state == "FAIL", outcome
+    assert outcome.reason.startswith("MLflow run could not start: the study has no MLflow parent run"), outcome
+    assert [t.state.name for t in ctx.optuna_study.get_trials()] == ["FAIL"]
+
+
+def test_a_parent_run_that_cannot_be_made_ends_the_released_workers_and_removes_the_study(cli, tmp_path):
+    """The tracking location is unusable (here a path under a file): the early worker was told to
+    join the study, then the parent run fails: one line, exit 2, no worker left, no study, no
+    checkpoints of its trials."""
+    import psutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "afile").write_text("")
+    before = {p.pid for p in psutil.process_iter()}
+    proc = cli("start", "--study", str(SLEEP_STUDY), "--trials", "3", "--workers", "1", "--no-retrain",
+               "--tracking-uri", f"sqlite:///{work}/afile/mlflow.db", cwd=work)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: MLflow at sqlite:///"), proc.stderr
+    assert "could not record the study: FileExistsError" in lines[0]
+    import optuna
+
+    assert optuna.get_all_study_names(f"sqlite:///{work}/.search/optuna.db") == []
+    assert not (work / ".search" / "checkpoints" / "sleep").exists()
+    assert [p for p in psutil.process_iter(["cwd"]) if p.pid not in before and p.info["cwd"] == str(work)] == []
