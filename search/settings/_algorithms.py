@@ -24,7 +24,8 @@ class Option:
     help: str
     choices: tuple[str, ...] = ()
     auto: bool = False
-    """Also accepts ``auto``: the pruner picks the value from the study's own finished trials."""
+    """Also accepts ``auto`` (a pruner's: picked from the study's own finished trials; TPE's
+    ``multivariate``: picked for each trial from how many others run)."""
 
 
 _STARTUP = Option(int, 10, "trials sampled at random before the model is used")
@@ -34,7 +35,13 @@ _CONF = Option(float, 0.5, "with auto: confidence that the correlation reaches r
 SAMPLER_OPTIONS: dict[str, dict[str, Option]] = {
     "tpe": {
         "startup": _STARTUP,
-        "multivariate": Option(bool, False, "model the parameters jointly (worse in the benchmark, with workers)"),
+        "multivariate": Option(
+            bool,
+            "auto",
+            "model the parameters jointly; auto: jointly while no other trial "
+            "runs, per parameter while others do (each better there in the benchmark)",
+            auto=True,
+        ),  # fmt: skip
         "group": Option(bool, False, "split conditional spaces into groups (multivariate only)"),
         "liar": Option(bool, True, "constant liar: running trials count as bad, so parallel workers spread out"),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
@@ -124,11 +131,18 @@ def make_sampler(spec: str, seed: int | None) -> BaseSampler:
 
     name, opts = parse_spec(spec, "sampler", SAMPLER_OPTIONS)
     if name == "tpe":
-        return optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=opts["startup"], multivariate=opts["multivariate"],
-            group=opts["group"] and opts["multivariate"], constant_liar=opts["liar"],
-            n_ei_candidates=opts["candidates"],
-        )  # fmt: skip
+
+        def tpe(multivariate: bool) -> optuna.samplers.TPESampler:
+            return optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=opts["startup"], multivariate=multivariate,
+                group=opts["group"] and multivariate, constant_liar=opts["liar"], n_ei_candidates=opts["candidates"],
+            )  # fmt: skip
+
+        if opts["multivariate"] == "auto":
+            from search.settings._samplers import ByConcurrency
+
+            return ByConcurrency(alone=tpe(True), together=tpe(False))
+        return tpe(opts["multivariate"])
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=opts["startup"])
     if name == "random":
@@ -199,7 +213,9 @@ def describe(sampler: str, pruner: str) -> str:
     """What a strategy does, in words, for the start of a search (``--sampler``/``--pruner`` specs)."""
     s_name, s = parse_spec(sampler, "sampler", SAMPLER_OPTIONS)
     p_name, p = parse_spec(pruner, "pruner", PRUNER_OPTIONS)
-    words = {"tpe": f"TPE ({'joint' if s.get('multivariate') else 'per-parameter'} model"
+    models = {"auto": "joint model alone, per-parameter beside running trials", True: "joint model"}
+    model = models.get(s.get("multivariate"), "per-parameter model")
+    words = {"tpe": f"TPE ({model}"
                     f"{', constant liar' if s.get('liar') else ''}, {s.get('startup')} random trials first)",
              "gp": f"Gaussian process ({s.get('startup')} random trials first)", "random": "random search",
              "qmc": f"quasi-random {s.get('type')}", "cmaes": "CMA-ES"}[s_name]  # fmt: skip

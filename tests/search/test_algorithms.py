@@ -59,7 +59,10 @@ def test_every_pruner_runs(pruner, tmp_path):
 def test_sampler_options_reach_the_sampler():
     tpe = make_sampler("tpe:startup=3,multivariate=true,liar=true,candidates=7", seed=1)
     assert tpe._n_startup_trials == 3 and tpe._multivariate is True
-    assert make_sampler("tpe", seed=1)._multivariate is False
+    assert make_sampler("tpe:multivariate=false", seed=1)._multivariate is False
+    auto = make_sampler("tpe:startup=3", seed=1)  # the default: multivariate=auto
+    assert auto.alone._multivariate is True and auto.together._multivariate is False
+    assert auto.alone._n_startup_trials == auto.together._n_startup_trials == 3
     assert tpe._constant_liar is True and tpe._parzen_estimator_parameters.consider_endpoints is False
     assert tpe._n_ei_candidates == 7
     assert make_sampler("gp:startup=4", seed=1)._n_startup_trials == 4
@@ -105,6 +108,34 @@ def test_anything_else_is_refused_with_one_line(sampler, pruner, message):
     with pytest.raises(SearchError, match=None) as info:
         validate(sampler, pruner, EPOCHS)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def _objective(trial: optuna.Trial) -> float:
+    x, y = trial.suggest_float("x", -2, 2), trial.suggest_float("y", -2, 2)
+    return (x - 0.5 * y) ** 2 + 0.1 * (y - 1) ** 2  # the parameters interact: the joint model's case
+
+
+def test_the_default_tpe_one_trial_at_a_time_samples_exactly_as_the_joint_model():
+    """One worker: every trial is the joint model's (Optuna's default TPE), value for value."""
+    auto = optuna.create_study(sampler=make_sampler("tpe:startup=5", seed=3))
+    joint = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=3, n_startup_trials=5, multivariate=True))
+    single = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=3, n_startup_trials=5, multivariate=False))
+    for study in (auto, joint, single):
+        study.optimize(_objective, n_trials=20)
+    assert [t.params for t in auto.trials] == [t.params for t in joint.trials]
+    assert [t.params for t in auto.trials][5:] != [t.params for t in single.trials][5:]
+
+
+def test_the_default_tpe_beside_running_trials_samples_exactly_as_the_per_parameter_model():
+    """Parallel workers: the first trial, and every trial that starts while another runs, is the
+    per-parameter model's (asked through both studies in the same order, one trial kept running)."""
+    auto = optuna.create_study(sampler=make_sampler("tpe:startup=5", seed=3))
+    single = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=3, n_startup_trials=5, multivariate=False))
+    for study in (auto, single):
+        study.ask().suggest_float("x", -2, 2)  # stays RUNNING for the whole test
+        study.optimize(_objective, n_trials=20)
+    assert [t.params for t in auto.trials] == [t.params for t in single.trials]
+    assert list(auto.sampler._chosen) == [auto.trials[0]._trial_id]  # a told trial's choice is dropped
 
 
 def test_every_documented_option_has_a_default_of_its_type():

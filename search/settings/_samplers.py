@@ -1,0 +1,60 @@
+"""A sampler that picks, for each trial, between two by how many other trials run (the default TPE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optuna.samplers import BaseSampler, TPESampler
+from optuna.trial import TrialState
+
+_KEPT = 1000
+"""Trials whose choice is remembered at most: one told by another process never reaches ``after_trial`` here."""
+
+
+class ByConcurrency(BaseSampler):
+    """``alone`` for a trial that starts while no other trial of the study runs, ``together`` for the
+    study's first trial and beside running ones.
+
+    The choice is made when the trial starts (``before_trial``) and kept for all of its parameters.
+    The default TPE uses it with the joint model alone, where the benchmark found it better (one
+    worker: trials follow one another), and the per-parameter model beside running trials, where
+    the joint model, fitted to a constant-liar placeholder for every running trial, did worse
+    (docs/search-strategy.md). With several workers it samples exactly as the per-parameter model.
+    """
+
+    def __init__(self, alone: TPESampler, together: TPESampler) -> None:
+        self.alone, self.together = alone, together
+        # One random stream for both: the draws do not depend on which model makes them (with
+        # one seed each, their start-up draws would repeat each other's). So one worker's search is
+        # the joint model's and a parallel one the per-parameter model's, draw for draw.
+        together._rng, together._random_sampler = alone._rng, alone._random_sampler
+        self._chosen: dict[int, BaseSampler] = {}  # trial id -> its sampler, until it is told here
+
+    def _of(self, trial: Any) -> BaseSampler:
+        return self._chosen.get(trial._trial_id, self.together)
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        # A study's first trial is ``together``'s too (it starts alone in a parallel search as well):
+        # so a parallel search samples exactly as ``together`` alone would.
+        others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
+        alone = others and not any(t.state == TrialState.RUNNING for t in others)
+        sampler = self.alone if alone else self.together
+        if len(self._chosen) >= _KEPT:
+            self._chosen.pop(next(iter(self._chosen)))
+        self._chosen[trial._trial_id] = sampler
+        sampler.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+        return self._of(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+        return self._of(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+        return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._chosen.pop(trial._trial_id, self.together).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.alone.reseed_rng()  # the stream both use
