@@ -86,7 +86,8 @@ class CurvesTPESampler(optuna.samplers.TPESampler):
 
 def curves_study(min_fraction: float) -> Any:
     """A strategy's study builder: the default strategy with :class:`CurvesTPESampler` in place of
-    its TPE (same options); the common epoch at least ``min_fraction`` of the problem's epochs."""
+    its per-parameter TPE (same options; the joint model it takes alone is left out); the common
+    epoch at least ``min_fraction`` of the problem's epochs."""
     from search.settings import SearchSettings, make_pruner, parse_spec
     from search.settings._algorithms import SAMPLER_OPTIONS
 
@@ -95,7 +96,8 @@ def curves_study(min_fraction: float) -> Any:
 
     def build(problem: Any, seed: int) -> optuna.Study:
         # Checked when the experiment runs, not when the table of strategies is built for another.
-        if name != "tpe" or opts["multivariate"]:
+        # The default's model beside running trials (multivariate=auto) is the per-parameter one.
+        if name != "tpe" or opts["multivariate"] is True:
             raise SystemExit(f"tpe-curves wraps the default per-parameter TPE; the default is now {default.sampler!r}")
         sampler = CurvesTPESampler(
             min_epoch=max(1, int(min_fraction * problem.epochs)), seed=seed, n_startup_trials=opts["startup"],

@@ -47,11 +47,12 @@ class _Problem:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_with_one_worker_it_picks_what_the_default_picks(seed):
-    """No other trial runs while one worker suggests: the same params as the default from the same history."""
+def test_with_one_worker_it_picks_what_the_per_parameter_tpe_picks(seed):
+    """No other trial runs while one worker suggests: the same params as the default's per-parameter
+    TPE (its model beside running trials) from the same history."""
     default = SearchSettings()
     studies = [curves_study(0.0)(_Problem(), seed),
-               optuna.create_study(sampler=make_sampler(default.sampler, seed),
+               optuna.create_study(sampler=make_sampler("tpe:multivariate=false", seed),
                                    pruner=make_pruner(default.pruner, _Problem.epochs))]  # fmt: skip
     assert isinstance(studies[0].sampler, CurvesTPESampler)
     chosen = []
@@ -70,7 +71,7 @@ def test_a_first_wave_of_running_trials_guides_the_next_suggestions():
     drawn near the running trials whose curves are lowest (x near 0.8)."""
     medians = {}
     curves = CurvesTPESampler(seed=7, n_startup_trials=10, multivariate=False)
-    for sampler in (make_sampler("tpe:startup=10", 7), curves):
+    for sampler in (make_sampler("tpe:startup=10,multivariate=false", 7), curves):
         study = optuna.create_study(sampler=sampler)
         for i in range(12):
             x = (i + 0.5) / 12
