@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
+from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, outage_limit
 
 if TYPE_CHECKING:
     import optuna
@@ -30,8 +30,9 @@ def group_sharding() -> str:
 
 
 PARENT_WAIT_S = 120.0
-"""How long a trial's run waits for the study's parent run (``search start`` creates it once the study
-exists, while its early workers' first trials train: seconds; a command that died meanwhile never does)."""
+"""How long a trial's run waits for the study's parent run beyond ``--db-outage-limit`` (``search
+start`` creates it once the study exists, while its early workers' first trials train: seconds, or
+as long as it rides out a tracking outage; a command that died meanwhile never does)."""
 
 
 class ParentRun:
@@ -58,8 +59,9 @@ class ParentRun:
 
     def ids(self, timeout: float | None = None) -> tuple[str, str]:
         """``(experiment id, parent run id)``, read from the study until they are there: a
-        :class:`search.tracking.RunStartError` past ``timeout`` (default :data:`PARENT_WAIT_S`)."""
-        limit = PARENT_WAIT_S if timeout is None else timeout
+        :class:`search.tracking.RunStartError` past ``timeout`` (default: :data:`PARENT_WAIT_S`
+        more than the outage limit, the longest the command waits for MLflow)."""
+        limit = PARENT_WAIT_S + outage_limit() if timeout is None else timeout
         deadline = time.monotonic() + limit
         delay = 0.05
         while self._ids is None:

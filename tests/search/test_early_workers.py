@@ -75,10 +75,12 @@ def test_a_worker_that_was_not_released_early_needs_the_parent_run(tmp_path):
 def test_a_parent_run_that_never_comes_fails_the_trial_instead_of_hanging(tmp_path, monkeypatch):
     """`search start` died between the study and its parent run: the trial fails with one reason
     once the wait is over, and nothing is left RUNNING."""
+    from search.coordination._resilience import ENV_OUTAGE_LIMIT
     from search.execution import _context, connect
     from search.execution._trial import run_trial
 
-    monkeypatch.setattr(_context, "PARENT_WAIT_S", 1.0)
+    monkeypatch.setattr(_context, "PARENT_WAIT_S", 0.5)
+    monkeypatch.setenv(ENV_OUTAGE_LIMIT, "0.5")  # the wait is that much longer than the outage limit
     loc, _ = _new_study(tmp_path, epoch_seconds=0.0, trials=1)
     ctx = connect(loc, "sleep", "early-worker", early=True)
     trial, _ = ctx.coordinator.claim(ctx.optuna_study)
