@@ -36,7 +36,9 @@ class ByConcurrency(BaseSampler):
     def before_trial(self, study: Any, trial: Any) -> None:
         # A study's first trial is ``together``'s too (it starts alone in a parallel search as well):
         # so a parallel search samples exactly as ``together`` alone would.
-        others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
+        # The claim's read of the study, just after it created this trial (Optuna's per-trial cache):
+        # no second read of every trial on the way to each trial's start.
+        others = [t for t in study._get_trials(deepcopy=False, use_cache=True) if t.number != trial.number]
         alone = others and not any(t.state == TrialState.RUNNING for t in others)
         sampler = self.alone if alone else self.together
         if len(self._chosen) >= _KEPT:

@@ -52,7 +52,7 @@ def end_orphaned_trial_runs(tracker: Tracker, experiment_id: str, parent_run_id:
 
 def open_parent_run(optuna_study: optuna.Study, loc: Locations, resumed: bool, summary: Mapping[str, Any]) -> None:
     """Create the study's MLflow experiment and parent run, or set a resumed study's parent RUNNING again."""
-    from storage import prepare_sqlite_tracking
+    from storage import mask, prepare_sqlite_tracking
 
     attrs = optuna_study.user_attrs
     location = loc.tracking()
@@ -72,5 +72,5 @@ def open_parent_run(optuna_study: optuna.Study, loc: Locations, resumed: bool, s
     except Exception as exc:  # the tracking location is unusable (a path that cannot be a database...)
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise SearchError(
-            f"MLflow at {location.tracking_uri} could not record the study: {type(exc).__name__}: {first}"
+            mask(f"MLflow at {location.tracking_uri} could not record the study: {type(exc).__name__}: {first}")
         ) from exc
