@@ -13,25 +13,22 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import storage
 from search.cli._open import check_reachable, locations
 from search.cli._output import final_summary, watch_hints
+from search.cli._start_options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.coordination import Coordinator
-from search.exceptions import SearchError, StudyMismatchError
+from search.exceptions import StudyMismatchError
 from search.execution import (
     check_some_worker_succeeded,
     check_trains_here,
-    default_workers,
-    parse_gpus,
     reaping,
     release_workers,
     report_worker_codes,
     spawn_worker,
-    spawn_workers,
-    visible_gpus,
     wait_for_workers,
 )
 from search.observation import make_follower, print_start_header
@@ -46,57 +43,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class StartOptions:
-    """What ``search start`` was asked to do; ``settings`` is what the study stores for its workers."""
-
-    study: str
-    trials: int
-    name: str | None = None
-    workers: int | None = None
-    settings: SearchSettings = field(default_factory=SearchSettings)
-    study_options: dict[str, Any] = field(default_factory=dict)
-    retrain: bool = True
-    quiet: bool = False
-    gpus: str | None = None
-    narrow: dict[str, list[float]] = field(default_factory=dict)
-    """Numeric parameters to search in a narrower range than the study declares (``--narrow``)."""
-    explicit: frozenset[str] | None = None
-    """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
-    values. None: all of them (a caller in Python means every value it passes)."""
-
-
-@dataclass(frozen=True)
 class PreparedStudy:
     study: Study
     record: StudyRecord
     name: str
-
-
-def check_flags(opts: StartOptions) -> None:
-    """The checks that need neither the study nor its data: before any process is started."""
-    settings = opts.settings
-    if opts.trials <= 0:
-        raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
-    if opts.workers is not None and opts.workers < 0:
-        raise SearchError(f"--workers must be >= 0, got {opts.workers}")
-    if settings.max_retries < 0:
-        raise SearchError(f"--max-retries must be >= 0, got {settings.max_retries}")
-    if settings.heartbeat_interval <= 0:
-        raise SearchError(
-            f"--heartbeat-interval must be a positive number of seconds, got {settings.heartbeat_interval}"
-        )
-    if settings.grace_period <= settings.heartbeat_interval:
-        raise SearchError(f"--grace-period ({settings.grace_period} s) must be longer than --heartbeat-interval "
-                          f"({settings.heartbeat_interval} s), or live trials would count as dead")  # fmt: skip
-    if settings.stall_timeout < 0:
-        raise SearchError(
-            f"--stall-timeout must be a positive whole number of seconds or off, got {settings.stall_timeout}"
-        )
-    if settings.checkpoint_every < 0:
-        raise SearchError(f"--checkpoint-every must be >= 0 seconds (0: every epoch), got {settings.checkpoint_every}")
-    validate(settings.sampler, settings.pruner)
-    if opts.gpus is not None:
-        parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
 
 
 def prepare(opts: StartOptions) -> PreparedStudy:
@@ -204,32 +154,31 @@ def _options(options: Mapping[str, object]) -> str:
     return ",".join(f"{k}={show(v)}" for k, v in sorted(options.items())) or "(none)"
 
 
-def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
-    """The whole search: prepare, create or resume, run workers and follow them, then the summary."""
-    loc = locations(kwargs, create=False)
-    check_reachable(loc)
-    check_flags(opts)
-    gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
-    # One worker per GPU it may use: more would put several trials on one GPU.
-    workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
-    # The workers start now and import torch (seconds) while the input is checked and the study is
-    # created or updated; they join once it is there (a new study's MLflow parent run is made
-    # while their first trials train), or exit if the command fails.
-    # A study file's name is known once it is imported: they are told it when they join.
-    early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
-    procs = spawn_workers(loc, None, workers, gpus, debug, early=True, study=early_study) if workers > 0 else []
+def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: LocalWorkers | None = None) -> int:
+    """The whole search: prepare, create or resume, run workers and follow them, then the summary.
+
+    ``local``: the workers the command started already (:func:`start_workers`, as soon as its flags
+    were checked); they import torch (seconds) and load the study while the input is checked and the
+    study created or updated, and join once it is there (a new study's MLflow parent run is made
+    while their first trials train), or are ended if the command fails.
+    """
+    local = local or start_workers(opts, debug)
+    procs, workers, gpus = local.procs, local.count, local.gpus
     try:
+        loc = locations(kwargs, create=False)
+        check_reachable(loc)
+        check_flags(opts)
         opts, changes = resume_options(opts, loc)
         prepared = prepare(opts)
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
-        coordinator, created = create_or_resume(loc, prepared, opts.trials, lambda go: release_workers(procs, go))
+        coordinator, created = create_or_resume(loc, prepared, opts.trials, lambda go: release_workers(procs, go, loc))
     except BaseException:
         release_workers(procs, go=None)
         raise
     if not created:  # a new study's were released before its parent run was made
-        release_workers(procs, go=coordinator.study_name)
+        release_workers(procs, coordinator.study_name, loc)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).
@@ -241,7 +190,6 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool) -> int:
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
-            procs = procs or spawn_workers(loc, prepared.name, workers, gpus, debug)
             # A worker that failed a stalled trial exits (its thread is hung): a fresh one takes its place.
             codes = wait_for_workers(procs, follow, lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug))
             if not _budget_spent(coordinator):

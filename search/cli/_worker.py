@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from search.settings import Locations
 
 log = logging.getLogger(__name__)
+LOCATION_FLAGS = ("storage", "tracking_uri", "artifact_location", "project_dir", "checkpoint_dir", "tensorboard")
 
 
 def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
@@ -53,6 +54,10 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         if name is None:
             return 0  # `search start` could not create the study; it says why
         kwargs["name"] = name
+        # Where the study lives came with the word, as the environment a later worker gets: the
+        # location flags this process parsed at its start (the command's own environment and
+        # search.toml, before the command resolved them) give way to it.
+        kwargs.update(dict.fromkeys(LOCATION_FLAGS))
     if gpus_per_trial < 1 or procs_per_trial < 1:
         raise SearchError("--gpus-per-trial and --procs-per-trial must be >= 1")
     nodes = _nodes(nnodes, endpoint, rdzv_id)

@@ -8,31 +8,61 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from search.execution._machine import worker_command
+
+if TYPE_CHECKING:
+    from search.settings import Locations
 
 log = logging.getLogger(__name__)
 
 ENV_EARLY = "HPSEARCH_EARLY_WORKER"
 """Set, to a temporary log file, for a worker started before its study exists (and before the
 command's input is checked, which must create nothing): it imports what training needs, then waits
-for one line on stdin: ``go ["LOG", "NAME"]`` (the study NAME is ready: it moves its output to
-``LOG`` and joins it; a study file's name is known only once the command has imported it);
-anything else or EOF (the command died) ends it without joining. A failed command terminates it."""
-_EARLY_LOGS: dict[int, tuple[Path, Path]] = {}
-"""pid of an early worker -> (its temporary log, its log in the project)."""
+for one line on stdin: ``go ["LOG", "NAME", {ENV}]`` (the study NAME is ready: it moves its output
+to ``LOG``, takes where the study lives from ``ENV``, the variables of ``location_env``, and joins
+it; a study file's name is known only once the command has imported it, and the locations once it
+has resolved them, which it does after starting its workers); anything else or EOF (the command
+died) ends it without joining. A failed command terminates it."""
+_EARLY_LOGS: dict[int, tuple[Path, int]] = {}
+"""pid of an early worker -> (its temporary log, its worker index)."""
 ENV_EARLY_STUDY = "HPSEARCH_EARLY_STUDY"
 """For an early worker: ``[ref, options]`` of the study ``search start`` was asked for, loaded with its
 data while the worker waits. Used only if the study turns out to be that one (see :func:`preloaded`)."""
 _PRELOADED: dict[str, Any] = {}
 
 
-def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> None:
-    """Tell early workers that the study named ``go`` is ready, or (None) end them: the command
-    failed. Ending them includes those told to join already: a new study's parent run is created
-    after they join, and if that fails they are ended before the study is removed."""
+def spawn_early(count: int, gpus: list[str], debug: bool, study: tuple[str, dict[str, Any]] | None,
+                ) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+    """Start ``count`` local workers before the study exists, or is even checked: they import what
+    training needs and load ``study`` (a ``(ref, options)`` pair) with its data meanwhile (seconds),
+    each logging to a temporary file until :func:`release_workers` lets it join or sends it away."""
+    procs = []
+    for index in range(count):
+        cmd, env = worker_command(None, index, count, gpus, debug)
+        fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
+        env[ENV_EARLY] = temp
+        if study is not None:
+            env[ENV_EARLY_STUDY] = json.dumps(study)
+        with os.fdopen(fd, "ab") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
+        _EARLY_LOGS[proc.pid] = (Path(temp), index)
+        procs.append(proc)
+    return procs
+
+
+def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: Locations | None = None) -> None:
+    """Tell early workers that the study named ``go`` is ready where ``loc`` says, or (None) end
+    them: the command failed. Ending them includes those told to join already: a new study's parent
+    run is created after they join, and if that fails they are ended before the study is removed."""
+    from search.coordination import ENV_OUTAGE_LIMIT
+    from search.settings import location_env
+
     if procs:
         log.debug("%s %d early workers", "releasing" if go is not None else "ending", len(procs))
     for proc in procs:
@@ -43,11 +73,15 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None) -> Non
             _end(proc, grace=10 if early else 3)
         if early is None or proc.stdin is None:
             continue
-        temp, log_path = early
+        temp, index = early
         if go is not None:
+            assert loc is not None, "a released worker needs the study's locations"
+            log_path = loc.project_dir / "logs" / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
+            # What a worker started now would inherit that was set after this one started.
+            env = {**location_env(loc), **{k: os.environ[k] for k in [ENV_OUTAGE_LIMIT] if k in os.environ}}
             try:
-                proc.stdin.write(f"go {json.dumps([str(log_path), go])}\n".encode())
+                proc.stdin.write(f"go {json.dumps([str(log_path), go, env])}\n".encode())
                 proc.stdin.close()
             except OSError:  # it died already; the caller sees its exit code
                 pass
@@ -70,7 +104,8 @@ def _end(proc: subprocess.Popen[bytes], grace: float) -> None:
 def await_release() -> str | None:
     """In an early worker: import what a trial needs while ``search start`` checks its input and
     creates the study, then wait for its word: the name of the study to join (output now goes to
-    the project's log, after what was written so far), or None: exit. If the imports or the study
+    the project's log, after what was written so far; the study's locations are now this process's
+    environment, as for a worker started after the study), or None: exit. If the imports or the study
     fail here, the word is still awaited, so that the project's log shows why, then it raises."""
     temp = Path(os.environ.pop(ENV_EARLY))  # not for the processes this worker starts
     try:
@@ -128,11 +163,12 @@ def _join(temp: Path) -> str | None:
     from now on to the project's log and return the study's name."""
     word, _, rest = sys.stdin.readline().strip().partition(" ")
     try:
-        where, name = json.loads(rest) if word == "go" else (None, None)
+        where, name, env = json.loads(rest) if word == "go" else (None, None, None)
     except ValueError:
-        where = name = None
-    if not where or not name:
+        where = name = env = None
+    if not where or not name or not isinstance(env, dict):
         return None
+    os.environ.update({str(k): str(v) for k, v in env.items()})
     sys.stdout.flush()
     sys.stderr.flush()
     with open(where, "ab") as out:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
 from search.exceptions import DatabaseUnavailableError, SearchError
-from search.execution._early import _EARLY_LOGS, ENV_EARLY, ENV_EARLY_STUDY
+from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
+    MAX_DEFAULT_CPU_WORKERS,
+    default_workers,
+    parse_gpus,
+    usable_cores,
+    visible_gpus,
+    worker_command,
+    worker_threads,
+)
 from search.execution._watchdog import EXIT_STALLED
 from search.settings import location_env
 from search.tracking import Tracker
@@ -34,106 +38,20 @@ EXIT_TEMPFAIL = 75
 """A worker's exit code when the database stayed unreachable past --db-outage-limit."""
 
 
-MAX_DEFAULT_CPU_WORKERS = 16
-"""The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
+def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` local ``search worker`` processes of study ``name``, logging to ``<project>/logs``
+    (``search start`` starts them earlier, before the study exists: :func:`spawn_early`)."""
+    return [spawn_worker(loc, name, index, count, gpus, debug) for index in range(count)]
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (a Slurm or taskset binding, not the node's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def default_workers(trials: int | None = None) -> int:
-    """One worker per GPU; on CPU, one single-threaded worker per usable core (at most
-    :data:`MAX_DEFAULT_CPU_WORKERS`, and no more than ``trials``).
-
-    Trials are independent, so on CPU they scale by processes far better than by threads: the
-    small models trained on CPU leave a second intra-op thread mostly waiting
-    (``benchmarks/bench_workers.py``).
-    """
-    gpus = visible_gpus()
-    if gpus:
-        return len(gpus)
-    return max(1, min(usable_cores(), MAX_DEFAULT_CPU_WORKERS, trials or MAX_DEFAULT_CPU_WORKERS))
-
-
-def worker_threads(count: int, gpus: list[str]) -> str:
-    """Intra-op threads of each of ``count`` local workers: the usable cores shared out among them
-    (4 beside a GPU), unless the user set ``OMP_NUM_THREADS``."""
-    return os.environ.get("OMP_NUM_THREADS") or str(4 if gpus else max(1, usable_cores() // max(1, count)))
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` entries for its workers.
-
-    A scheduler (Slurm, Kubernetes) or the user narrows the set with ``CUDA_VISIBLE_DEVICES``;
-    when it is set it is the whole set (``nvidia-smi`` would list every GPU of the node). Its
-    entries (indices, ``GPU-``/``MIG-`` UUIDs) end, as CUDA reads them, at the first invalid one.
-    """
-    assigned = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if assigned is not None:
-        return _device_list(assigned)
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-
-
-def _device_list(value: str) -> list[str]:
-    devices: list[str] = []
-    for entry in (e.strip() for e in value.split(",")):
-        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))) or entry in devices:
-            break  # "", "-1", Slurm's "NoDevFiles": no (more) GPUs
-        devices.append(entry)
-    return devices
-
-
-def spawn_workers(loc: Locations, name: str | None, count: int, gpus: list[str], debug: bool, early: bool = False,
-                  study: tuple[str, dict[str, Any]] | None = None) -> list[subprocess.Popen[bytes]]:  # fmt: skip
-    """Start ``count`` local ``search worker`` processes, logging to ``<project>/logs``.
-
-    ``early`` workers start while the command's input is checked and the study created, and pay
-    their start-up (importing torch, MLflow, Accelerate; loading ``study``'s module and data, a
-    ``(ref, options)`` pair: seconds) meanwhile; :func:`release_workers` lets them join or sends
-    them away.
-    """
-    return [spawn_worker(loc, name, index, count, gpus, debug, early, study) for index in range(count)]
-
-
-def spawn_worker(loc: Locations, name: str | None, index: int, count: int, gpus: list[str], debug: bool,
-                 early: bool = False, study: tuple[str, dict[str, Any]] | None = None,
+def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str], debug: bool,
                  ) -> subprocess.Popen[bytes]:  # fmt: skip
-    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``;
-    an ``early`` one may start without the study's ``name``, which it is told when released."""
-    logs = loc.project_dir / "logs"
-    if not early:
-        logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **location_env(loc), "OMP_NUM_THREADS": worker_threads(count, gpus)}
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-    cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
-           *(["--name", name] if name else []), "--worker-index", str(index)]  # fmt: skip
-    log_path = logs / f"worker-{index}.log"
-    if early:
-        fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
-        os.close(fd)
-        env[ENV_EARLY] = temp
-        if study is not None:
-            env[ENV_EARLY_STUDY] = json.dumps(study)
-        log_path = Path(temp)
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.PIPE if early else None)  # fmt: skip
-    if early:
-        _EARLY_LOGS[proc.pid] = (log_path, logs / f"worker-{index}.log")
-    return proc
+    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
+    logs = worker_logs(loc)
+    logs.mkdir(parents=True, exist_ok=True)
+    cmd, env = worker_command(name, index, count, gpus, debug)
+    with open(logs / f"worker-{index}.log", "ab") as out:
+        return subprocess.Popen(cmd, env={**env, **location_env(loc)}, stdout=out, stderr=subprocess.STDOUT)
 
 
 def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
@@ -172,32 +90,6 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
         raise
     follow()
     return [p.returncode for p in procs]
-
-
-def parse_gpus(value: str) -> list[str]:
-    """``all`` or distinct GPU indices, as ``CUDA_VISIBLE_DEVICES`` entries for the workers.
-
-    The indices count the GPUs this process may use, as CUDA does: with ``CUDA_VISIBLE_DEVICES=2,5``
-    ``--gpus 1`` is GPU 5, and no index reaches a GPU outside the set.
-    """
-    present = visible_gpus()
-    if value.strip().lower() == "all":
-        if not present:
-            raise SearchError(f"--gpus all: no NVIDIA GPU is visible to this process{_assigned()}")
-        return present
-    parts = [p.strip() for p in value.split(",")]
-    if not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
-        raise SearchError(f"invalid --gpus value {value!r}; expected all or a comma-separated list like 0,1")
-    missing = [p for p in parts if int(p) >= len(present)]
-    if missing:
-        have = ", ".join(str(i) for i in range(len(present))) if present else "none"
-        raise SearchError(f"--gpus {value}: no GPU {', '.join(missing)} here (GPUs here: {have}){_assigned()}")
-    return [present[int(p)] for p in parts]
-
-
-def _assigned() -> str:
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return "" if value is None else f" (CUDA_VISIBLE_DEVICES={value})"
 
 
 def worker_logs(loc: Locations) -> Path:

@@ -113,3 +113,43 @@ def test_a_parent_run_that_cannot_be_made_ends_the_released_workers_and_removes_
     assert optuna.get_all_study_names(f"sqlite:///{work}/.search/optuna.db") == []
     assert not (work / ".search" / "checkpoints" / "sleep").exists()
     assert [p for p in psutil.process_iter(["cwd"]) if p.pid not in before and p.info["cwd"] == str(work)] == []
+
+
+def test_search_start_can_start_its_workers_before_importing_sqlalchemy_optuna_or_torch():
+    """`search start` starts its workers as soon as its flags are checked: what that needs stays light,
+    so their imports (seconds) overlap the command's own instead of following them."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom search.cli._start_options import StartOptions, check_flags, start_workers\n"
+        "check_flags(StartOptions(study='resmlp', trials=3, workers=0))\n"
+        "start_workers(StartOptions(study='resmlp', trials=3, workers=0), debug=False)\n"
+        "print(sorted(m for m in ('sqlalchemy', 'optuna', 'torch', 'mlflow', 'studies') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_an_early_worker_joins_where_the_command_resolved_the_study_not_where_its_own_flags_pointed(
+    tmp_path, monkeypatch
+):
+    """An early worker parses its flags before the command has resolved the study's locations; the
+    word to join carries them, and they win over what the worker's own environment said."""
+    import optuna
+
+    from search.execution import release_workers, spawn_early
+    from search.tracking import open_parent_run
+
+    loc, optuna_study = _new_study(tmp_path / "project", epoch_seconds=0.0, trials=2)
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("SEARCH_PROJECT_DIR", str(elsewhere))  # inherited by the worker at its start
+    [proc] = spawn_early(1, [], False, None)
+    release_workers([proc], "sleep", loc)
+    open_parent_run(optuna_study, loc, resumed=False, summary={"study": "sleep"})
+    assert proc.wait(timeout=180) == 0, (loc.project_dir / "logs" / "worker-0.log").read_text()[-3000:]
+    trials = optuna.load_study(study_name="sleep", storage=loc.storage_url).get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert not elsewhere.exists()
+    assert "trial 1 COMPLETE" in (loc.project_dir / "logs" / "worker-0.log").read_text()

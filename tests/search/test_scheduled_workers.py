@@ -59,18 +59,18 @@ def test_cuda_visible_devices_is_the_whole_set(four_gpus, monkeypatch, assigned,
 
 
 def test_on_cpu_one_single_threaded_worker_per_usable_core_and_no_more_than_the_trials(monkeypatch):
-    from search.execution import _local
+    from search.execution import _machine
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(6)))  # a job bound to 6 of the node's cores
-    assert _local.default_workers() == 6 and _local.default_workers(trials=4) == 4
-    assert _local.worker_threads(6, []) == "1" and _local.worker_threads(4, []) == "1"
-    assert _local.worker_threads(2, []) == "3" and _local.worker_threads(1, ["0"]) == "4"
+    assert _machine.default_workers() == 6 and _machine.default_workers(trials=4) == 4
+    assert _machine.worker_threads(6, []) == "1" and _machine.worker_threads(4, []) == "1"
+    assert _machine.worker_threads(2, []) == "3" and _machine.worker_threads(1, ["0"]) == "4"
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)))
-    assert _local.default_workers() == _local.MAX_DEFAULT_CPU_WORKERS
+    assert _machine.default_workers() == _machine.MAX_DEFAULT_CPU_WORKERS
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's setting wins
-    assert _local.worker_threads(6, []) == "2"
+    assert _machine.worker_threads(6, []) == "2"
 
 
 def test_gpu_indices_count_the_assigned_gpus_and_never_reach_outside(four_gpus, monkeypatch):

@@ -1,0 +1,83 @@
+"""What ``search start`` was asked, checked before anything starts; then its workers start at once.
+
+Imports here stay light (no SQLAlchemy, Optuna, torch or study module): the command starts its
+workers from here, so that their own imports (seconds) run while it imports and checks the rest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from search.exceptions import SearchError
+from search.execution import default_workers, parse_gpus, spawn_early, visible_gpus
+from search.settings import SearchSettings, study_ref, validate
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    """What ``search start`` was asked to do; ``settings`` is what the study stores for its workers."""
+
+    study: str
+    trials: int
+    name: str | None = None
+    workers: int | None = None
+    settings: SearchSettings = field(default_factory=SearchSettings)
+    study_options: dict[str, Any] = field(default_factory=dict)
+    retrain: bool = True
+    quiet: bool = False
+    gpus: str | None = None
+    narrow: dict[str, list[float]] = field(default_factory=dict)
+    """Numeric parameters to search in a narrower range than the study declares (``--narrow``)."""
+    explicit: frozenset[str] | None = None
+    """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
+    values. None: all of them (a caller in Python means every value it passes)."""
+
+
+def check_flags(opts: StartOptions) -> None:
+    """The checks that need neither the study nor its data: before any process is started."""
+    settings = opts.settings
+    if opts.trials <= 0:
+        raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
+    if opts.workers is not None and opts.workers < 0:
+        raise SearchError(f"--workers must be >= 0, got {opts.workers}")
+    if settings.max_retries < 0:
+        raise SearchError(f"--max-retries must be >= 0, got {settings.max_retries}")
+    if settings.heartbeat_interval <= 0:
+        raise SearchError(
+            f"--heartbeat-interval must be a positive number of seconds, got {settings.heartbeat_interval}"
+        )
+    if settings.grace_period <= settings.heartbeat_interval:
+        raise SearchError(f"--grace-period ({settings.grace_period} s) must be longer than --heartbeat-interval "
+                          f"({settings.heartbeat_interval} s), or live trials would count as dead")  # fmt: skip
+    if settings.stall_timeout < 0:
+        raise SearchError(
+            f"--stall-timeout must be a positive whole number of seconds or off, got {settings.stall_timeout}"
+        )
+    if settings.checkpoint_every < 0:
+        raise SearchError(f"--checkpoint-every must be >= 0 seconds (0: every epoch), got {settings.checkpoint_every}")
+    validate(settings.sampler, settings.pruner)
+    if opts.gpus is not None:
+        parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
+
+
+@dataclass
+class LocalWorkers:
+    """The command's local worker processes, how many it runs, and the GPUs they share."""
+
+    procs: list[subprocess.Popen[bytes]]
+    count: int
+    gpus: list[str]
+
+
+def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
+    """Start the command's local workers, before the study exists or its input is checked beyond
+    the flags (:func:`check_flags`): one per GPU they may use, else per core (``--workers``). They
+    import and load the study meanwhile, then join it or are sent away (``release_workers``)."""
+    gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
+    # One worker per GPU it may use: more would put several trials on one GPU.
+    workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
+    # A study file's name is known once it is imported: they are told it when they join.
+    early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
+    return LocalWorkers(spawn_early(workers, gpus, debug, early_study) if workers > 0 else [], workers, gpus)
