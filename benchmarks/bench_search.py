@@ -332,6 +332,50 @@ def report(traces: list[Trace], trials: int, baseline: str = "script", surrogate
     if surrogate:
         lines.append(regret_table(traces))
         lines.append(workers_table(traces))
+        lines.append(paired_table(traces))
+    else:
+        lines.append(paired_table(traces, at_trials=trials))
+    return "\n".join(lines)
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: the chance of a split at least this uneven if either side were
+    as likely to win each pair (ties left out)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_table(traces: list[Trace], reference: str = "default", at_trials: int | None = None,
+                 epochs_per_fte: int = 52) -> str:  # fmt: skip
+    """Each strategy against ``reference`` pair by pair: the same problem, worker count and seed, at
+    each FTE budget (or at ``at_trials`` trials). Wins and losses of the strategy (lower best value
+    wins), and the sign test's two-sided p: how often a split this uneven comes from chance alone.
+    A median or a mean rank over a few seeds moves with the random stream; this says how much."""
+    if not any(t.strategy == reference for t in traces):
+        return ""
+    budgets: list[tuple[str, dict[str, float]]] = (
+        [(f"@{at_trials} trials", {"trials": at_trials})] if at_trials is not None
+        else [(f"@{b} FTE", {"epochs": b * epochs_per_fte}) for b in FTE_BUDGETS]
+    )  # fmt: skip
+    ref = {(t.problem, t.workers, t.seed): t for t in traces if t.strategy == reference}
+    lines = [f"\npaired with {reference} (same problem, workers and seed): wins-losses of each strategy, "
+             f"and the sign test's p (below 0.05: unlikely to be chance)",
+             f"  {'strategy':22} {'workers':>7}" + "".join(f"{label:>18}" for label, _ in budgets)]  # fmt: skip
+    for name in sorted({t.strategy for t in traces} - {reference}):
+        for workers in sorted({t.workers for t in traces if t.strategy == name}):
+            runs = [t for t in traces if t.strategy == name and t.workers == workers]
+            pairs = [(t, ref[(t.problem, t.workers, t.seed)]) for t in runs if (t.problem, t.workers, t.seed) in ref]
+            if not pairs:
+                continue
+            cells = []
+            for _, at in budgets:
+                mine = [(a.best_at(**at), b.best_at(**at)) for a, b in pairs]
+                wins, losses = sum(x < y for x, y in mine), sum(x > y for x, y in mine)
+                cells.append(f"{wins}-{losses} (p {sign_test(wins, losses):.2f})")
+            lines.append(f"  {name:22} {workers:>7}" + "".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 

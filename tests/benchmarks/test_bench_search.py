@@ -44,6 +44,11 @@ def test_simulated_workers_on_the_surrogate(tmp_path):
         one, four = float(line.split()[-3]), float(line.split()[-1])
         assert 0 < one <= four, line
     assert "lcbench-3945, 4 worker(s), 24 trials" in out and "rank@126" in out
+    paired = out.split("paired with default")[1].split("\n\n")[0].splitlines()[2:]
+    assert [line.split()[:2] for line in paired if line.strip()] == [
+        *([["dehb", "1"], ["dehb", "4"]] if dehb else []), ["random", "1"], ["random", "4"], ["script", "1"], ["script", "4"],
+        ["top-k", "after"], ["top-k", "after"],
+    ]  # fmt: skip
     correlations = json.loads((tmp_path / "sim" / "rank_correlation.json").read_text())
     assert len(correlations["lcbench-3945"]) == 52
     assert (tmp_path / "sim" / "anytime.html").stat().st_size > 100_000  # plotly.js inlined
@@ -59,3 +64,26 @@ def test_the_real_service_against_the_sequential_script(tmp_path):
     traces = json.loads((tmp_path / "svc" / "traces.json").read_text())
     assert sorted(t["strategy"] for t in traces) == ["default", "script"]
     assert all(len(t["events"]) == 3 for t in traces)  # three finished trials each, in the order they ended
+    assert "paired with default" in out and "@3 trials" in out
+
+
+def test_the_paired_comparison_counts_wins_per_seed_and_says_how_likely_chance_is():
+    from benchmarks.bench_search import paired_table, sign_test
+    from benchmarks.search_sim import Event, Trace
+
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+    assert sign_test(5, 0) == sign_test(0, 5) == 2 / 32  # all five pairs one way: 1/16 by chance
+    assert abs(sign_test(9, 1) - 22 / 1024) < 1e-12  # 2 * (1 + 10) / 2**10
+    assert sign_test(10, 0) < 0.05 < sign_test(4, 1)
+
+    def trace(strategy: str, seed: int, best: float, problem: str = "t1") -> Trace:
+        return Trace(strategy, problem, 8, seed, [Event(1.0, 52 * 10, 5, best * 2), Event(2.0, 52 * 60, 9, best)])
+
+    traces = [trace("default", s, 1.0) for s in range(4)] + [trace("other", s, 0.5) for s in range(3)]
+    traces += [trace("other", 3, 1.0), trace("other", 9, 0.1)]  # a tie; a seed the default did not run
+    table = paired_table(traces)
+    row = next(line for line in table.splitlines() if line.split()[:1] == ["other"])
+    # At 20 FTE (1040 epochs) only the first events count: 1.0 against 2.0 on seeds 0-2, then a tie.
+    assert row.split()[:2] == ["other", "8"] and row.count("3-0 (p 0.25)") == 3, table
+    at_trials = paired_table(traces, at_trials=5)
+    assert "@5 trials" in at_trials and "3-0 (p 0.25)" in at_trials
