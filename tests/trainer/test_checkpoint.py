@@ -187,18 +187,21 @@ def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_pat
 
     config, infra = _config(epochs=16), _infra(tmp_path, keep_last=100, checkpoint_every=0.25)
     result = _fit(_model(0), config, infra, hooks=[mark], on_step=slow_step)
-    started = ends[1] - result.history[0]["epoch_seconds"]  # training's start (setup is not training)
+    assert sorted(ends) == list(range(1, 17))
     saved = sorted(int(p.stem.removeprefix("epoch-")) for p in tmp_path.glob("epoch-*.pt"))
     assert saved[-1] == 16 and 2 <= len(saved) < 16, saved
     assert not (tmp_path / "best.pt").exists() and result.best_checkpoint is None
     took = {h["epoch"]: h["epoch_seconds"] for h in result.history}
     for epoch in range(1, 17):  # a kill at the end of `epoch` loses the training since the last save before it
         last = max((s for s in saved if s < epoch), default=0)
-        lost = ends[epoch] - (ends[last] if last else started)
+        # Training lost: the epochs since that save. (Not the wall clock: on a loaded machine the
+        # process can stall between two epochs, which no rule can foresee; the rule counts such a
+        # stall, so it only ever saves sooner for it.)
+        lost = sum(took[e] for e in range(last + 1, epoch + 1))
         # The rule looks one epoch ahead with the last epoch's length: the bound holds up to the
-        # difference between two consecutive epochs (this machine is noisy), and one epoch always.
+        # difference between two consecutive epochs, and one epoch always.
         allowed = max(0.25 + took[epoch] - took.get(epoch - 1, took[epoch]), took[epoch])
-        assert lost <= allowed + 0.1, (epoch, last, lost, allowed)
+        assert lost <= allowed + 0.01, (epoch, last, lost, allowed)
     # The saved state resumes exactly, as an every-epoch checkpoint does.
     uninterrupted = _model(0)
     _fit(uninterrupted, config)
