@@ -333,8 +333,7 @@ def report(traces: list[Trace], trials: int, baseline: str = "script", surrogate
         lines.append(regret_table(traces))
         lines.append(workers_table(traces))
         lines.append(paired_table(traces))
-    else:
-        lines.append(paired_table(traces, at_trials=trials))
+    lines.append(paired_table(traces, at_trials=trials))
     return "\n".join(lines)
 
 

@@ -46,9 +46,10 @@ def test_simulated_workers_on_the_surrogate(tmp_path):
     assert "lcbench-3945, 4 worker(s), 24 trials" in out and "rank@126" in out
     paired = out.split("paired with default")[1].split("\n\n")[0].splitlines()[2:]
     assert [line.split()[:2] for line in paired if line.strip()] == [
-        *([["dehb", "1"], ["dehb", "4"]] if dehb else []), ["random", "1"], ["random", "4"], ["script", "1"], ["script", "4"],
-        ["top-k", "after"], ["top-k", "after"],
+        *([["dehb", "1"], ["dehb", "4"]] if dehb else []), ["random", "1"], ["random", "4"],
+        ["script", "1"], ["script", "4"], ["top-k", "after"], ["top-k", "after"],
     ]  # fmt: skip
+    assert "@126 FTE" in out.split("paired with default")[1] and "@24 trials" in out.split("paired with default")[2]
     correlations = json.loads((tmp_path / "sim" / "rank_correlation.json").read_text())
     assert len(correlations["lcbench-3945"]) == 52
     assert (tmp_path / "sim" / "anytime.html").stat().st_size > 100_000  # plotly.js inlined
