@@ -11,7 +11,7 @@ from search.cli._group import cli
 from search.cli._main import EXIT_INTERRUPTED, EXIT_USAGE, main, run
 
 _LAZY = {
-    "StartOptions": "search.cli._start",
+    "StartOptions": "search.cli._start_options",
     "PreparedStudy": "search.cli._start",
     "prepare": "search.cli._start",
     "create_or_resume": "search.cli._start",

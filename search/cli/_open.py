@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from search.settings import Locations
 
 
+LOCATION_FLAGS = ("storage", "tracking_uri", "artifact_location", "project_dir", "checkpoint_dir", "tensorboard")
+"""The flags :func:`locations` resolves (with ``config_file``, read by click already)."""
+
+
 def locations(kwargs: dict[str, Any], create: bool) -> Locations:
     """Pop the location flags from a command's ``kwargs`` and resolve them (search.toml was read by click)."""
     kwargs.pop("config_file", None)

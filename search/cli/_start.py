@@ -162,12 +162,13 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     study created or updated, and join once it is there (a new study's MLflow parent run is made
     while their first trials train), or are ended if the command fails.
     """
-    local = local or start_workers(opts, debug)
+    if local is None:
+        check_flags(opts)  # before any process starts (prepare() checks them again, later)
+        local = start_workers(opts, debug)
     procs, workers, gpus = local.procs, local.count, local.gpus
     try:
         loc = locations(kwargs, create=False)
         check_reachable(loc)
-        check_flags(opts)
         opts, changes = resume_options(opts, loc)
         prepared = prepare(opts)
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from search.cli._open import locations, open_existing_with_locations, study_name
+from search.cli._open import LOCATION_FLAGS, locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR, retrying
 from search.exceptions import SearchError
 from search.execution import (
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from search.settings import Locations
 
 log = logging.getLogger(__name__)
-LOCATION_FLAGS = ("storage", "tracking_uri", "artifact_location", "project_dir", "checkpoint_dir", "tensorboard")
 
 
 def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:

@@ -20,9 +20,8 @@ if TYPE_CHECKING:
         spawn_worker,
         spawn_workers,
         wait_for_workers,
-        worker_logs,
     )
-    from search.execution._machine import default_workers, parse_gpus, visible_gpus
+    from search.execution._machine import default_workers, parse_gpus, visible_gpus, worker_logs
     from search.execution._pruning import PruningHook
     from search.execution._slurm import SlurmArray
     from search.execution._slurm import submit as submit_array
@@ -76,7 +75,7 @@ _LAZY = {
     "submit_array": ("search.execution._slurm", "submit"),
     "visible_gpus": ("search.execution._machine", "visible_gpus"),
     "wait_for_workers": ("search.execution._local", "wait_for_workers"),
-    "worker_logs": ("search.execution._local", "worker_logs"),
+    "worker_logs": ("search.execution._machine", "worker_logs"),
 }
 
 __all__ = [

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.execution._machine import worker_command
+from search.execution._machine import worker_command, worker_logs
 
 if TYPE_CHECKING:
     from search.settings import Locations
@@ -65,6 +65,12 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
 
     if procs:
         log.debug("%s %d early workers", "releasing" if go is not None else "ending", len(procs))
+    if go is not None:
+        assert loc is not None, "a released worker needs the study's locations"
+        # What a worker started now would inherit that was set after these started.
+        env = location_env(loc)
+        if ENV_OUTAGE_LIMIT in os.environ:
+            env[ENV_OUTAGE_LIMIT] = os.environ[ENV_OUTAGE_LIMIT]
     for proc in procs:
         early = _EARLY_LOGS.pop(proc.pid, None)
         if go is None:
@@ -75,11 +81,9 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
             continue
         temp, index = early
         if go is not None:
-            assert loc is not None, "a released worker needs the study's locations"
-            log_path = loc.project_dir / "logs" / f"worker-{index}.log"
+            assert loc is not None
+            log_path = worker_logs(loc) / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            # What a worker started now would inherit that was set after this one started.
-            env = {**location_env(loc), **{k: os.environ[k] for k in [ENV_OUTAGE_LIMIT] if k in os.environ}}
             try:
                 proc.stdin.write(f"go {json.dumps([str(log_path), go, env])}\n".encode())
                 proc.stdin.close()

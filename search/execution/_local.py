@@ -7,7 +7,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
@@ -19,6 +18,7 @@ from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     usable_cores,
     visible_gpus,
     worker_command,
+    worker_logs,
     worker_threads,
 )
 from search.execution._watchdog import EXIT_STALLED
@@ -90,10 +90,6 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
         raise
     follow()
     return [p.returncode for p in procs]
-
-
-def worker_logs(loc: Locations) -> Path:
-    return loc.project_dir / "logs"
 
 
 def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:

@@ -9,8 +9,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from search.exceptions import SearchError
+
+if TYPE_CHECKING:
+    from search.settings import Locations
 
 MAX_DEFAULT_CPU_WORKERS = 16
 """The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
@@ -97,6 +102,11 @@ def parse_gpus(value: str) -> list[str]:
 def _assigned() -> str:
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
     return "" if value is None else f" (CUDA_VISIBLE_DEVICES={value})"
+
+
+def worker_logs(loc: Locations) -> Path:
+    """Where local workers append their output: ``<project>/logs/worker-<index>.log``."""
+    return loc.project_dir / "logs"
 
 
 def worker_command(name: str | None, index: int, count: int, gpus: list[str], debug: bool,
