@@ -119,14 +119,18 @@ def await_release() -> str | None:
             import torch._dynamo  # noqa: F401  (what the first optimizer imports)
 
             _preload(os.environ.pop(ENV_EARLY_STUDY, None))
-            # What the first trial can start without: imported while waiting, and still on its
-            # way when the word comes first (a trial's run waits for MLflow, not its training).
-            threading.Thread(target=_import_mlflow, name="mlflow-import", daemon=True).start()
-            # The collection a worker makes before its first trial (then freezing what start-up
-            # left: see the worker's set-up) walks every object imported so far, about 0.25 s:
-            # here it is made while waiting, and the one after joining only walks what came since.
-            gc.collect()
-            gc.freeze()
+            if _word_waiting():
+                # The study exists already: join and claim at once. MLflow (2 s of import) comes
+                # once the first trial trains (its run waits for it, not its training); a thread
+                # importing it now would take half of this process's time until the claim. And
+                # no collection: it would walk every object imported so far (0.15-0.25 s), which
+                # freezing keeps out of the collector's later full passes anyway.
+                gc.freeze()
+            else:  # the time spent waiting for the word is free: spend it on what comes after
+                _import_storage()
+                threading.Thread(target=_import_mlflow, name="mlflow-import", daemon=True).start()
+                gc.collect()
+                gc.freeze()
         except BaseException:
             traceback.print_exc()
             _join(temp)
@@ -137,6 +141,26 @@ def await_release() -> str | None:
         temp.unlink(missing_ok=True)
 
 
+def _word_waiting() -> bool:
+    """Whether ``search start``'s word is already on stdin (the study exists, or the command failed)."""
+    import select
+
+    try:
+        return bool(select.select([sys.stdin], [], [], 0)[0])
+    except (OSError, ValueError):  # no stdin to wait on: _join finds that out
+        return True
+
+
+def _import_storage() -> None:
+    """What opening the study's storage imports (Optuna's RDB storage checks its schema with
+    Alembic, which imports Mako and Pygments: 0.2-0.3 s)."""
+    import alembic.command  # noqa: F401
+    import alembic.config  # noqa: F401
+    import alembic.migration  # noqa: F401
+    import alembic.script  # noqa: F401
+    import optuna.storages._rdb.models  # noqa: F401
+
+
 def _import_mlflow() -> None:
     from search.tracking import import_mlflow
 
@@ -144,22 +168,6 @@ def _import_mlflow() -> None:
         import_mlflow()
     except Exception as exc:  # noqa: BLE001 - the worker meets it again where it needs it
         log.debug("importing MLflow in the background failed: %s", exc)
-    gc.freeze()  # long-lived: kept out of the collector's full passes, as the rest of start-up
-
-
-def warm_up(tracker: Any) -> None:
-    """In a worker that joined its study: import MLflow (if the early imports have not) and open
-    its store on a background thread, while the first trial is claimed and starts (its run is
-    created once MLflow is there). Errors are left for the first real use."""
-
-    def run() -> None:
-        try:
-            tracker.client.search_experiments(max_results=1)  # the store's first query opens it
-        except Exception as exc:  # noqa: BLE001 - met again, and handled, where it is used
-            log.debug("opening MLflow in the background failed: %s", exc)
-        gc.freeze()
-
-    threading.Thread(target=run, name="mlflow-warm-up", daemon=True).start()
 
 
 def _join(temp: Path) -> str | None:

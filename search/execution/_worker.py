@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
 from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
-from search.execution._early import preloaded, warm_up
+from search.execution._early import preloaded
 from search.execution._trial import run_trial
 from search.settings import load_study
 from search.tracking import Tracker
@@ -115,13 +115,14 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
 
     fidelity = study.search_fidelity
     tracker = Tracker(loc.tracking())
-    # Start-up leaves millions of long-lived objects (torch, MLflow, the data); without this the
-    # collector's next full pass walks them all, ~0.2 s in the middle of some trial, and again later.
-    gc.collect()
+    # Start-up leaves millions of long-lived objects (torch, the data); without this the collector's
+    # next full pass walks them all, ~0.2 s in the middle of some trial, and again later. (An early
+    # worker collected while it waited, or had no time to wait: then freezing is enough.) MLflow
+    # is not imported here: the first trial is claimed and trains meanwhile, its run created on the
+    # tracker's writer thread once MLflow is there (Tracker.open_child).
+    if not early:
+        gc.collect()
     gc.freeze()
-    # MLflow (its import, seconds; its store) is readied in the background: the first trial is
-    # claimed and starts meanwhile, its run created once MLflow is there (Tracker.open_child).
-    warm_up(tracker)
     parent = ParentRun(attrs, lambda: retrying(coordinator.study_user_attrs, "reading the study's parent run"))
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import queue
 import threading
 import time
@@ -35,6 +36,9 @@ def import_mlflow() -> None:
         import mlflow  # noqa: F401
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the store a worker opens)
 
+        # Hundreds of thousands of long-lived objects: kept out of the collector's full passes,
+        # as the rest of a process's start-up is.
+        gc.freeze()
         _IMPORTED.set()
 
 

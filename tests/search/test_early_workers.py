@@ -153,3 +153,53 @@ def test_an_early_worker_joins_where_the_command_resolved_the_study_not_where_it
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
     assert not elsewhere.exists()
     assert "trial 1 COMPLETE" in (loc.project_dir / "logs" / "worker-0.log").read_text()
+
+
+_AWAIT_PROBE = """
+import os, sys, tempfile, threading
+from search.execution import _early
+from search.tracking import _runlog
+
+os.environ[_early.ENV_EARLY] = tempfile.mkstemp()[1]
+join = _early._join
+
+
+def waiting(temp):
+    print("waiting", flush=True)
+    return join(temp)
+
+
+_early._join = waiting
+name = _early.await_release()
+for thread in threading.enumerate():
+    if thread.name == "mlflow-import":  # the background import, if one was started
+        thread.join(timeout=120)
+mlflow = _runlog._IMPORTED.is_set()
+print(name, "alembic" in sys.modules, mlflow, flush=True)
+"""
+
+
+def test_an_early_worker_spends_only_its_wait_on_mlflow_and_the_storage_imports():
+    """An early worker whose word is already there when its imports are done joins at once: it does
+    not import MLflow first (a thread doing so would take half its time until the claim; the first
+    trial's run waits for it instead). One that waits for the word imports meanwhile what comes next."""
+    import subprocess
+    import sys
+
+    with subprocess.Popen([sys.executable, "-c", _AWAIT_PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as proc:  # fmt: skip
+        assert proc.stdin and proc.stdout
+        proc.stdin.write("stop\n")  # there before the imports end
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "waiting"
+        assert proc.stdout.readline().split() == ["None", "False", "False"]
+    assert proc.returncode == 0
+
+    with subprocess.Popen([sys.executable, "-c", _AWAIT_PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as proc:  # fmt: skip
+        assert proc.stdin and proc.stdout
+        assert proc.stdout.readline().strip() == "waiting"  # the imports are done, no word yet
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().split() == ["None", "True", "True"]
+    assert proc.returncode == 0
