@@ -1,7 +1,7 @@
 """Overhead benchmark: what the service costs around training, this tree against a baseline commit.
 
-Runs the same short study with ``search start`` (one worker, PostgreSQL, MLflow in the project
-directory) from this tree and from ``--baseline`` (a git worktree of that commit, put first on
+Runs the same short study with ``search start`` (``--workers``, one by default; PostgreSQL, MLflow
+in the project directory) from this tree and from ``--baseline`` (a git worktree of that commit, put first on
 ``PYTHONPATH``), alternately, ``--repeats`` times each, and prints the medians side by side with
 their ratio and the issue's target:
 
@@ -57,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline", default="HEAD~1", help="git revision to compare with [HEAD~1]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=1, help="local workers of `search start` [1]")
     parser.add_argument("--study", default="resmlp", help="a built-in study, or a study file by absolute path")
     parser.add_argument("--study-option", action="append", metavar="KEY=VALUE", help="[data=digits, search_epochs=10]")
     parser.add_argument("--pruner", default="median:warmup=auto", help="the default; `none` trains every epoch")
@@ -84,7 +85,8 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
             env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")  # each tree picks its worker's threads
             options = [x for option in args.study_option for x in ("--study-option", option)]
             command = [sys.executable, "-m", "search", "start", "--study", args.study, "--trials", str(args.trials),
-                       "--workers", "1", "--no-retrain", "--seed", str(seed), "--pruner", args.pruner, *options,
+                       "--workers", str(args.workers), "--no-retrain", "--seed", str(seed), "--pruner", args.pruner,
+                       *options,
                        "--heartbeat-interval", "600", "--grace-period", "1200", "--storage", url,
                        "--project-dir", str(Path(tmp) / "project"), "--quiet"]  # fmt: skip
             launched = time.time()
@@ -149,7 +151,7 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     options = ",".join(args.study_option)
-    print(f"\n{args.study} ({options}), {args.trials} trials, one worker, pruner {args.pruner}; "
+    print(f"\n{args.study} ({options}), {args.trials} trials, {args.workers} worker(s), pruner {args.pruner}; "
           f"medians of {args.repeats} runs each\n")  # fmt: skip
     print(f"{'figure':<18}{'this tree':>12}{rev:>12}{'ratio':>8}   target")
     for key, target in TARGETS.items():

@@ -29,6 +29,7 @@ from search.execution import (
     release_workers,
     report_worker_codes,
     spawn_worker,
+    start_rest,
     wait_for_workers,
 )
 from search.observation import make_follower, print_start_header
@@ -174,12 +175,18 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
-        coordinator, created = create_or_resume(loc, prepared, opts.trials, lambda go: release_workers(procs, go, loc))
+
+        def release(go: str | None) -> None:  # and start those left for later, told to join at once
+            release_workers(procs, go, loc)
+            if go is not None:
+                start_rest(procs, workers, gpus, debug, local.study, go, loc)
+
+        coordinator, created = create_or_resume(loc, prepared, opts.trials, release)
+        if not created:  # a new study's were released before its parent run was made
+            release(coordinator.study_name)
     except BaseException:
         release_workers(procs, go=None)
         raise
-    if not created:  # a new study's were released before its parent run was made
-        release_workers(procs, coordinator.study_name, loc)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from search.exceptions import SearchError
-from search.execution import default_workers, parse_gpus, spawn_early, visible_gpus
+from search.execution import default_workers, parse_gpus, spawn_early, start_at_once, visible_gpus
 from search.settings import SearchSettings, study_ref, validate
 
 
@@ -67,17 +67,22 @@ class LocalWorkers:
     """The command's local worker processes, how many it runs, and the GPUs they share."""
 
     procs: list[subprocess.Popen[bytes]]
+    """Those started so far (see ``start_at_once``), in index order."""
     count: int
     gpus: list[str]
+    study: tuple[str, dict[str, Any]] | None = None
+    """What they preload: the study's ``(ref, options)``."""
 
 
 def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
     """Start the command's local workers, before the study exists or its input is checked beyond
-    the flags (:func:`check_flags`): one per GPU they may use, else per core (``--workers``). They
-    import and load the study meanwhile, then join it or are sent away (``release_workers``)."""
+    the flags (:func:`check_flags`): one per GPU they may use, else per core (``--workers``); as
+    many at once as leave the command a core (``start_at_once``), the rest once the study exists.
+    They import and load the study meanwhile, then join it or are sent away (``release_workers``)."""
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.
     workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
     # A study file's name is known once it is imported: they are told it when they join.
     early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
-    return LocalWorkers(spawn_early(workers, gpus, debug, early_study) if workers > 0 else [], workers, gpus)
+    procs = spawn_early(start_at_once(workers), gpus, debug, early_study, total=workers) if workers > 0 else []
+    return LocalWorkers(procs, workers, gpus, early_study)

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from search.execution._context import ENV_SHARDING, ParentRun, TrialOutcome, WorkerContext
-    from search.execution._early import ENV_EARLY, await_release, release_workers, spawn_early
+    from search.execution._early import (
+        ENV_EARLY,
+        await_release,
+        release_workers,
+        spawn_early,
+        start_at_once,
+        start_rest,
+    )
     from search.execution._finish import fail_reason
     from search.execution._gang import Nodes, launch, run_rank
     from search.execution._local import (
@@ -72,6 +79,8 @@ _LAZY = {
     "spawn_early": ("search.execution._early", "spawn_early"),
     "spawn_worker": ("search.execution._local", "spawn_worker"),
     "spawn_workers": ("search.execution._local", "spawn_workers"),
+    "start_at_once": ("search.execution._early", "start_at_once"),
+    "start_rest": ("search.execution._early", "start_rest"),
     "submit_array": ("search.execution._slurm", "submit"),
     "visible_gpus": ("search.execution._machine", "visible_gpus"),
     "wait_for_workers": ("search.execution._local", "wait_for_workers"),
@@ -112,6 +121,8 @@ __all__ = [
     "spawn_early",
     "spawn_worker",
     "spawn_workers",
+    "start_at_once",
+    "start_rest",
     "submit_array",
     "visible_gpus",
     "wait_for_workers",

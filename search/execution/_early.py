@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.execution._machine import worker_command, worker_logs
+from search.execution._machine import usable_cores, worker_command, worker_logs
 
 if TYPE_CHECKING:
     from search.settings import Locations
@@ -38,13 +38,14 @@ _PRELOADED: dict[str, Any] = {}
 
 
 def spawn_early(count: int, gpus: list[str], debug: bool, study: tuple[str, dict[str, Any]] | None,
-                ) -> list[subprocess.Popen[bytes]]:  # fmt: skip
-    """Start ``count`` local workers before the study exists, or is even checked: they import what
-    training needs and load ``study`` (a ``(ref, options)`` pair) with its data meanwhile (seconds),
-    each logging to a temporary file until :func:`release_workers` lets it join or sends it away."""
+                first: int = 0, total: int | None = None) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+    """Start ``count`` local workers (indices from ``first``, of ``total`` in all) before the study
+    exists, or is even checked: they import what training needs and load ``study`` (a ``(ref,
+    options)`` pair) with its data meanwhile (seconds), each logging to a temporary file until
+    :func:`release_workers` lets it join or sends it away."""
     procs = []
-    for index in range(count):
-        cmd, env = worker_command(None, index, count, gpus, debug)
+    for index in range(first, first + count):
+        cmd, env = worker_command(None, index, total or count, gpus, debug)
         fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
         env[ENV_EARLY] = temp
         if study is not None:
@@ -92,6 +93,29 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
             continue
         proc.stdin.close()
         temp.unlink(missing_ok=True)
+
+
+def start_at_once(count: int) -> int:
+    """How many of ``count`` local workers to start with the command, before its study exists.
+
+    Starting a worker costs seconds of CPU (torch's imports), as does the command's own start. With
+    no more cores than processes importing, starting all together only makes every one of them
+    late: the first trial starts soonest, and the workers are all training no later, when those
+    that start at once leave the command a core and the rest start once the study exists
+    (:func:`start_rest`), after the first ones' imports have had the cores.
+    """
+    return min(count, max(1, usable_cores() - 1))
+
+
+def start_rest(procs: list[subprocess.Popen[bytes]], count: int, gpus: list[str], debug: bool,
+               study: tuple[str, dict[str, Any]] | None, name: str, loc: Locations) -> None:  # fmt: skip
+    """Start the local workers :func:`start_at_once` left out (``procs`` has the others; the new ones
+    are added in index order), told at once to join ``name``."""
+    if len(procs) >= count:
+        return
+    rest = spawn_early(count - len(procs), gpus, debug, study, first=len(procs), total=count)
+    release_workers(rest, name, loc)
+    procs.extend(rest)
 
 
 def _end(proc: subprocess.Popen[bytes], grace: float) -> None:

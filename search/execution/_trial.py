@@ -73,10 +73,10 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
 def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunLogger:
     """The trial's MLflow run; the trial records who runs it and where its run is, in one write.
 
-    A worker's first trial may start before MLflow is imported (``warm_up``, seconds) or, for an
-    early worker, before ``search start`` has created the study's parent run: it records who runs
-    it at once (Ctrl-C and a group's supervisor find their trials by it), and its run is created on
-    the tracker's writer thread while it trains, then recorded on the trial too
+    A worker's first trial may start before MLflow is imported (seconds, on the tracker's writer
+    thread) or, for an early worker, before ``search start`` has created the study's parent run:
+    it records who runs it at once (Ctrl-C and a group's supervisor find their trials by it), and
+    its run is created on the tracker's writer thread while it trains, then recorded on the trial too
     (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
     their run here, as that costs a short trial less than two threads taking turns.
     """

@@ -203,3 +203,40 @@ def test_an_early_worker_spends_only_its_wait_on_mlflow_and_the_storage_imports(
         proc.stdin.flush()
         assert proc.stdout.readline().split() == ["None", "True", "True"]
     assert proc.returncode == 0
+
+
+def test_workers_start_at_once_as_far_as_they_leave_the_command_a_core(monkeypatch):
+    import os
+
+    from search.execution import start_at_once
+
+    for cores, count, at_once in [(2, 2, 1), (2, 1, 1), (1, 3, 1), (8, 4, 4), (8, 16, 7), (64, 8, 8)]:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert start_at_once(count) == at_once, (cores, count)
+
+
+def test_workers_left_for_later_start_once_the_study_exists_and_take_their_share(tmp_path):
+    """On one core, `search start --workers 3` starts one worker with itself and two once the study
+    exists (told to join at once): all three train, each under its own index and log, and the
+    budget stays exact."""
+    import os
+    import subprocess
+    import sys
+
+    import optuna
+
+    core = min(os.sched_getaffinity(0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_") and k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run(
+        [sys.executable, "-m", "search", "start", "--study", str(SLEEP_STUDY), "--trials", "12", "--workers", "3",
+         "--study-option", "epoch_seconds=0.5", "--study-option", "epochs=3", "--pruner", "none", "--no-retrain",
+         "--quiet"],
+        cwd=tmp_path, env=env | {"OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600,
+        preexec_fn=lambda: os.sched_setaffinity(0, {core}),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = optuna.load_study(study_name="sleep", storage=f"sqlite:///{tmp_path}/.search/optuna.db").get_trials()
+    assert len(trials) == 12 and {t.state.name for t in trials} == {"COMPLETE"}
+    assert {t.user_attrs["worker"].rsplit(":", 1)[1] for t in trials} == {"0", "1", "2"}
+    for index in range(3):
+        assert "trial" in (tmp_path / ".search" / "logs" / f"worker-{index}.log").read_text()
