@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import Coordinator
 from search.execution._context import group_sharding
+from search.execution._machine import idle_wait
 from search.execution._trial import fit_or_start_over, run_trial
 from search.execution._worker import IDLE_POLL_S, connect, default_worker_id, search_subset
 from search.settings import load_study, location_env
@@ -114,7 +115,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
                 _broadcast(("done",))
                 return 0
             _broadcast(("wait",))
-            time.sleep(IDLE_POLL_S)
+            idle_wait(IDLE_POLL_S)
             continue
         ctx.gang.sent = False
         outcome = run_trial(ctx, trial, claimed_at)

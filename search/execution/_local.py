@@ -17,6 +17,7 @@ from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     parse_gpus,
     usable_cores,
     visible_gpus,
+    wake_workers,
     worker_command,
     worker_logs,
     worker_threads,
@@ -62,7 +63,7 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
     replaced by ``restart(index)``, so the trial's retry and the rest of the budget find a worker.
     Each such exit costs one attempt of one trial, so the restarts end with the budget.
     """
-    next_follow = 0.0
+    next_follow, done = 0.0, 0
     try:
         while True:
             if restart is not None:
@@ -71,8 +72,12 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
                         log.warning("worker %d ended after failing a stalled trial (exit code %d); starting a fresh "
                                     "one", index, EXIT_STALLED)  # fmt: skip
                         procs[index] = restart(index)
-            if all(p.poll() is not None for p in procs):
+            exited = [p.poll() is not None for p in procs]
+            if all(exited):
                 break
+            if exited.count(True) > done:  # a worker found the study over: the idle rest need not poll
+                done = exited.count(True)
+                wake_workers()
             if time.monotonic() >= next_follow:
                 follow()
                 next_follow = time.monotonic() + 1.0

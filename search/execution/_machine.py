@@ -17,6 +17,12 @@ from search.exceptions import SearchError
 if TYPE_CHECKING:
     from search.settings import Locations
 
+ENV_WAKE = "HPSEARCH_WAKE_FILE"
+"""For a local worker: a file its starter grows by a byte when one of its workers has exited having
+found nothing left to claim; idle workers re-check the study at once instead of at their next poll
+(:func:`idle_wait`), so the study's end does not wait up to a poll for them."""
+_WAKE_CHECK_S = 0.05
+
 MAX_DEFAULT_CPU_WORKERS = 16
 """The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
 
@@ -113,9 +119,57 @@ def worker_command(name: str | None, index: int, count: int, gpus: list[str], de
                    ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """The command and environment of local worker ``index`` of ``count`` (of study ``name``, or
     of the study it is told later), its threads and GPU set; the caller adds where the study lives."""
-    env = {**os.environ, "OMP_NUM_THREADS": worker_threads(count, gpus)}
+    env = {**os.environ, "OMP_NUM_THREADS": worker_threads(count, gpus), ENV_WAKE: str(_wake_file())}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
     cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
            *(["--name", name] if name else []), "--worker-index", str(index)]  # fmt: skip
     return cmd, env
+
+
+_WAKE: list[Path] = []
+
+
+def _wake_file() -> Path:
+    """This process's wake file for the workers it starts (made on first use, removed at its exit)."""
+    if not _WAKE:
+        import atexit
+        import tempfile
+
+        fd, name = tempfile.mkstemp(prefix="hpsearch-wake-")
+        os.close(fd)
+        _WAKE.append(Path(name))
+        atexit.register(lambda: _WAKE[0].unlink(missing_ok=True))
+    return _WAKE[0]
+
+
+def wake_workers() -> None:
+    """Wake the idle workers this process started (see :data:`ENV_WAKE`)."""
+    if _WAKE:
+        try:
+            with _WAKE[0].open("ab") as wake:
+                wake.write(b".")
+        except OSError:  # they poll anyway
+            pass
+
+
+def idle_wait(seconds: float) -> None:
+    """Sleep ``seconds``, less if the wake file of this worker's starter grows meanwhile."""
+    import time
+
+    path = os.environ.get(ENV_WAKE)
+    if not path:
+        time.sleep(seconds)
+        return
+
+    def size() -> int:
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return -1
+
+    before, deadline = size(), time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(_WAKE_CHECK_S, left))
+        if size() != before:
+            return

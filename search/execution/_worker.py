@@ -13,6 +13,7 @@ from search.coordination import FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, 
 from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
+from search.execution._machine import idle_wait
 from search.execution._trial import run_trial
 from search.settings import load_study
 from search.tracking import Tracker
@@ -142,7 +143,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
             # Linger while others run: if one of them dies, its retry must find a live worker.
             if counts.state("RUNNING") == 0:
                 break
-            time.sleep(IDLE_POLL_S)
+            idle_wait(IDLE_POLL_S)  # less if a sibling found the study over
             continue
         outcome = run_trial(ctx, trial, claimed_at)
         report.outcomes.append(outcome)

@@ -228,3 +228,48 @@ def _connect_across_a_restart(tmp_path: Path, pg_url: str, monkeypatch: pytest.M
     assert time.monotonic() - began >= 3  # it waited for the server, then loaded the study
     assert ctx.optuna_study.study_name == "sleep" and ctx.parent_run_id
     ctx.coordinator.storage.engine.dispose()
+
+
+def test_an_idle_worker_rechecks_the_study_as_soon_as_its_starter_wakes_it(tmp_path, monkeypatch):
+    """`search start` grows its wake file when one of its workers has exited, having found nothing
+    left to claim: an idle sibling then claims again at once (and exits) instead of sleeping out its
+    poll, which the study's end would wait for. Without a wake file it sleeps the poll out."""
+    import threading
+    import time
+
+    from search.execution import _machine
+
+    wake = tmp_path / "wake"
+    wake.write_bytes(b"")
+    monkeypatch.setenv(_machine.ENV_WAKE, str(wake))
+    waker = threading.Timer(0.3, lambda: wake.write_bytes(b"."))
+    waker.start()
+    started = time.monotonic()
+    _machine.idle_wait(120)
+    waker.join()
+    assert time.monotonic() - started < 60  # woken, not the 120 s poll
+
+    monkeypatch.delenv(_machine.ENV_WAKE)
+    started = time.monotonic()
+    _machine.idle_wait(0.3)
+    assert time.monotonic() - started >= 0.3
+
+
+def test_when_one_local_worker_exits_its_idle_siblings_are_woken():
+    """A worker exits when it found nothing to claim and nothing running: the study is over, and
+    the command's wait for its workers must not wait out the others' poll."""
+    import subprocess
+    import sys
+    import time
+
+    from search.execution import _machine, wait_for_workers
+
+    _, env = _machine.worker_command(None, 0, 2, [], False)
+    _, other = _machine.worker_command(None, 1, 2, [], False)
+    assert env[_machine.ENV_WAKE] == other[_machine.ENV_WAKE]  # one file for the starter's workers
+    idle = "from search.execution._machine import idle_wait; idle_wait(120)"  # a worker waiting for its poll
+    procs = [subprocess.Popen([sys.executable, "-c", idle], env=env),
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"], env=other)]  # fmt: skip
+    started = time.monotonic()
+    assert wait_for_workers(procs, lambda: None) == [0, 0]
+    assert time.monotonic() - started < 60  # woken when its sibling exited, not after its 120 s poll
