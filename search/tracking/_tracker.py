@@ -113,7 +113,9 @@ class Tracker:
 
         def create() -> None:
             try:
-                self.client  # noqa: B018 - MLflow's import (seconds) first: the parent run may still be on its way
+                # MLflow's import (seconds) while the parent run may still be on its way; not its store:
+                # opening a new database's store creates its tables, which `search start` is doing.
+                import_mlflow()
                 experiment_id, parent_run_id = parent()
                 logger._run_id = self._start(experiment_id, parent_run_id, name, role, tags, on_created, end_first)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that trains
