@@ -1,8 +1,9 @@
 """Overhead benchmark: what the service costs around training, this tree against a baseline commit.
 
-Runs the same short study with ``search start`` (``--workers``, one by default; PostgreSQL, MLflow
-in the project directory) from this tree and from ``--baseline`` (a git worktree of that commit, put first on
-``PYTHONPATH``), alternately, ``--repeats`` times each, and prints the medians side by side with
+Runs the same short study with ``search start`` (``--workers``, one by default; a fresh PostgreSQL
+database, or with ``--store sqlite`` the embedded store; MLflow in the project directory) from this
+tree and from ``--baseline`` (a git worktree of that commit, put first on ``PYTHONPATH``),
+alternately, ``--repeats`` times each, and prints the medians side by side with
 their ratio and the issue's target:
 
   start-up      s from launching ``search start`` to the first trial being claimed
@@ -20,7 +21,7 @@ their ratio and the issue's target:
                 (the claim, the params, the MLflow run, the final metrics' write, the tell)
   xacts/trial   PostgreSQL transactions committed or rolled back in the study's database (every
                 process: follower and worker), per trial; heartbeats are put aside with a long
-                heartbeat interval
+                heartbeat interval (nan with ``--store sqlite``)
   epochs/s      epochs trained per second of the whole command
 
 Every figure is measured here, in one run; the machine is noisy, so compare medians.
@@ -61,6 +62,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--study", default="resmlp", help="a built-in study, or a study file by absolute path")
     parser.add_argument("--study-option", action="append", metavar="KEY=VALUE", help="[data=digits, search_epochs=10]")
     parser.add_argument("--pruner", default="median:warmup=auto", help="the default; `none` trains every epoch")
+    parser.add_argument(
+        "--store",
+        choices=("postgresql", "sqlite"),
+        default="postgresql",
+        help="the study's store: a fresh PostgreSQL database, or the embedded SQLite one [postgresql]",
+    )
     parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
     return parser.parse_args()
 
@@ -76,29 +83,36 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
 
     admin = sqlalchemy.create_engine(args.admin_url, isolation_level="AUTOCOMMIT")
     name = f"hpsearch_overhead_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    postgresql = args.store == "postgresql"
+    if postgresql:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
     url = args.admin_url.rsplit("/", 1)[0] + f"/{name}"
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            storage = ["--storage", url] if postgresql else []
+            if not postgresql:  # the embedded store that `search start` makes without --storage
+                url = f"sqlite:///{Path(tmp) / 'project' / 'optuna.db'}"
             env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_"))}
             env.update(PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")  # each tree picks its worker's threads
             options = [x for option in args.study_option for x in ("--study-option", option)]
             command = [sys.executable, "-m", "search", "start", "--study", args.study, "--trials", str(args.trials),
                        "--workers", str(args.workers), "--no-retrain", "--seed", str(seed), "--pruner", args.pruner,
                        *options,
-                       "--heartbeat-interval", "600", "--grace-period", "1200", "--storage", url,
+                       "--heartbeat-interval", "600", "--grace-period", "1200", *storage,
                        "--project-dir", str(Path(tmp) / "project"), "--quiet"]  # fmt: skip
             launched = time.time()
             done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=1800)
             ended = time.time()
             if done.returncode != 0:
                 raise SystemExit(f"search start failed in {tree}:\n{done.stdout}\n{done.stderr}")
-            time.sleep(1.5)  # PostgreSQL publishes a backend's counts at its exit, within a second
-            with admin.connect() as conn:
-                xacts = conn.execute(sqlalchemy.text(
-                    "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :n"), {"n": name},
-                ).scalar_one()  # fmt: skip
+            xacts = float("nan")  # SQLite keeps no such count
+            if postgresql:
+                time.sleep(1.5)  # PostgreSQL publishes a backend's counts at its exit, within a second
+                with admin.connect() as conn:
+                    xacts = conn.execute(sqlalchemy.text(
+                        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :n"), {"n": name},
+                    ).scalar_one()  # fmt: skip
             [study_name] = optuna.get_all_study_names(url)  # the fresh database's one study
             trials = [t for t in optuna.load_study(study_name=study_name, storage=url).trials if t.datetime_start]
             client = MlflowClient(f"sqlite:///{Path(tmp) / 'project' / 'mlflow.db'}")
@@ -114,8 +128,9 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
             first = min(t.datetime_start for t in trials)
             last = max(t.datetime_complete for t in trials if t.datetime_complete)
     finally:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if postgresql:
+            with admin.connect() as conn:
+                conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
     return {
         "start-up s": _epoch_s(first) - launched,
@@ -151,7 +166,8 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     options = ",".join(args.study_option)
-    print(f"\n{args.study} ({options}), {args.trials} trials, {args.workers} worker(s), pruner {args.pruner}; "
+    print(f"\n{args.study} ({options}), {args.trials} trials, {args.workers} worker(s), pruner {args.pruner}, "
+          f"{args.store}; "
           f"medians of {args.repeats} runs each\n")  # fmt: skip
     print(f"{'figure':<18}{'this tree':>12}{rev:>12}{'ratio':>8}   target")
     for key, target in TARGETS.items():

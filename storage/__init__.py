@@ -26,11 +26,11 @@ from storage._optuna import (
     finish_trial,
     has_optuna_tables,
     open_optuna_storage,
-    set_intermediate_value,
     set_trial_params,
     set_user_attrs,
 )
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._steps import store_steps
 from storage._trials import StudyTrials, read_trials
 from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
 
@@ -70,11 +70,11 @@ __all__ = [
     "resolve_tracking",
     "retried_trial_numbers",
     "retries_of",
-    "set_intermediate_value",
     "set_trial_params",
     "set_user_attrs",
     "sqlite_path",
     "sqlite_url",
     "stale_trials",
+    "store_steps",
     "study_lock",
 ]

@@ -180,7 +180,7 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
         return
     with _create_scoped_session(storage.scoped_session, True) as session:
         if storage.engine.name in _UPSERTS:
-            _check_running(storage, session, trial_id)
+            check_running(storage, session, trial_id)
         _write_attrs(storage, session, trial_id, attrs)
 
 
@@ -205,15 +205,18 @@ def finish_trial(
     value: float | None,
     attrs: Mapping[str, Any],
     before_write: Callable[[FrozenTrial, list[float] | None], None],
+    steps: Mapping[int, float] | None = None,
 ) -> FrozenTrial | None:
-    """Optuna's ``tell`` of a running trial, with its final user attributes, in one transaction.
+    """Optuna's ``tell`` of a running trial, with its final user attributes and its last reported
+    values not stored yet (``steps``: step -> value), in one transaction.
 
     Optuna's takes four (the trial read before and after, the write, and the attributes alone).
     The trial's row is locked and read; if it is already finished (by another process, or by this
-    very call whose reply was lost) it is returned as found and nothing is written. Otherwise, as
-    ``tell`` does: a pruned trial's value is its last reported one (when a number), the sampler's
-    hook ``before_write(trial, values)`` runs (the state is written even if it raises), and the
-    attributes, values, state and completion time are written together.
+    very call whose reply was lost) it is returned as found and nothing is written. Otherwise
+    ``steps`` are stored, and then, as ``tell`` does: a pruned trial's value is its last reported
+    one (when a number), the sampler's hook ``before_write(trial, values)`` runs (the state is
+    written even if it raises), and the attributes, values, state and completion time are written
+    together.
 
     Raises:
         ValueError: a COMPLETE trial told no value, or NaN.
@@ -222,11 +225,16 @@ def finish_trial(
     from optuna.storages._rdb.storage import _create_scoped_session
     from optuna.trial import TrialState
 
+    from storage._steps import store_steps
+
     with _create_scoped_session(storage.scoped_session, True) as session:
         row = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
         frozen = storage._build_frozen_trial_from_trial_model(row)
         if frozen.state.is_finished():
             return frozen
+        if steps:
+            store_steps(storage, session, trial_id, steps)
+            frozen.intermediate_values = {**frozen.intermediate_values, **steps}
         values = None if value is None else [float(value)]
         if state == TrialState.COMPLETE and (values is None or math.isnan(values[0])):
             raise ValueError(f"trial {frozen.number} cannot complete with the value {value!r}")
@@ -248,36 +256,7 @@ def finish_trial(
     return None
 
 
-def set_intermediate_value(storage: RDBStorage, session: Any, trial_id: int, step: int, value: float) -> None:
-    """Store a trial's value at ``step`` in ``session``'s transaction, as Optuna's ``report`` does
-    (the trial must be running; a step stored before is overwritten). On PostgreSQL and SQLite one
-    statement, an upsert of the row selected from the trial while it runs, where Optuna looks the
-    trial and the step up first; only when nothing was written is the trial looked at, to raise
-    Optuna's error."""
-    from optuna.storages._rdb import models
-    from optuna.trial import TrialState
-    from sqlalchemy import literal, select
-
-    if storage.engine.name not in _UPSERTS:
-        storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
-        return
-    table, trials = models.TrialIntermediateValueModel.__table__, models.TrialModel.__table__
-    stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
-    row = select(
-        literal(trial_id, table.c.trial_id.type),
-        literal(step, table.c.step.type),
-        literal(stored, table.c.intermediate_value.type),
-        literal(kind, table.c.intermediate_value_type.type),
-    ).where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
-    columns = ["trial_id", "step", "intermediate_value", "intermediate_value_type"]
-    statement = _insert(storage, table).from_select(columns, row)
-    written = _upsert(session, statement, [table.c.trial_id, table.c.step], columns[2:]).rowcount
-    if written == 0:  # not running (or no such trial): Optuna's error
-        _check_running(storage, session, trial_id)
-        raise RuntimeError(f"the value of trial id {trial_id} at step {step} was not stored")
-
-
-def _check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
+def check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
     from optuna.storages._rdb import models
 
     trial = models.TrialModel.find_or_raise_by_id(trial_id, session)

@@ -1,10 +1,10 @@
-"""A worker's copy of its study's trials, brought up to date in the transaction that reports an epoch.
+"""A worker's copy of its study's trials, brought up to date in the transaction that reports epochs.
 
 A pruner reads the whole study at every decision (Optuna's ``study.get_trials``): one more
 transaction an epoch, and every trial's params, attributes and curve sent each time. Finished
 trials never change, so this copy keeps them and fetches only the trials it has not seen finished;
-and it does so in the transaction that stores the epoch's value, so a reported epoch whose pruner
-is asked costs one transaction, not two. What the pruner sees is what a full read at that moment
+and it does so in the transaction that stores the epochs' values when some are due, so an epoch
+whose pruner is asked costs one transaction, not two. What the pruner sees is what a full read at that moment
 returns (``tests/search/test_pruning_equivalence.py``). The reporting trial itself is not read
 back: its reporter holds its params and values; only its system attributes (rung records) are.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,19 +37,19 @@ class StudyTrials:
         self.own_system_attrs: dict[str, Any] = {}
         self.fetched = 0  # trials read in full, for tests and benchmarks
 
-    def report(self, trial_id: int, step: int, value: float | None, *, refresh: bool) -> None:
-        """Store ``value`` at ``step`` for the trial (unless None) and, if ``refresh``, read what changed.
+    def report(self, trial_id: int, values: Mapping[int, float], *, refresh: bool) -> None:
+        """Store ``values`` (step -> value) for the trial and, if ``refresh``, read what changed.
 
-        One transaction, safe to repeat after a lost connection (the value is stored again, the
-        same). Storing checks, as Optuna does, that the trial is still running.
+        One transaction, safe to repeat after a lost connection (the values are stored again, the
+        same). Storing checks, as Optuna does, that the trial is still running. With no values and
+        ``refresh``, a read alone.
         """
         from optuna.storages._rdb.storage import _create_scoped_session
 
-        from storage._optuna import set_intermediate_value
+        from storage._steps import store_steps
 
         with _create_scoped_session(self._storage.scoped_session, True) as session:
-            if value is not None:
-                set_intermediate_value(self._storage, session, trial_id, step, value)
+            store_steps(self._storage, session, trial_id, values)
             if refresh:
                 self._refresh(session, trial_id)
 
@@ -66,12 +67,10 @@ class StudyTrials:
                 if tid == own._trial_id or tid in self._others]  # fmt: skip
 
     def _refresh(self, session: Any, own_id: int | None) -> None:
-        from optuna.storages._rdb import models
-        from sqlalchemy import select
+        from storage._steps import system_attrs_query, trial_ids_query
 
-        trial_model, attr_model = models.TrialModel, models.TrialSystemAttributeModel
-        ids = list(session.scalars(select(trial_model.trial_id).where(trial_model.study_id == self._study_id)
-                                   .order_by(trial_model.trial_id)))  # fmt: skip
+        conn = session.connection()  # prebuilt statements, run without the ORM's work per query
+        ids = list(conn.execute(trial_ids_query(), {"study": self._study_id}).scalars())
         wanted = [tid for tid in ids if tid not in self._finished and tid != own_id]
         fresh: dict[int, FrozenTrial] = {}
         for start in range(0, len(wanted), _CHUNK):
@@ -80,8 +79,8 @@ class StudyTrials:
             if trial.state.is_finished():
                 self._finished[tid] = trial
         if own_id is not None:
-            query = select(attr_model.key, attr_model.value_json).where(attr_model.trial_id == own_id)
-            self.own_system_attrs = {key: json.loads(value) for key, value in session.execute(query)}
+            rows = conn.execute(system_attrs_query(), {"trial": own_id})
+            self.own_system_attrs = {key: json.loads(value) for key, value in rows}
         self.fetched += len(fresh)
         self._order = ids
         self._others = {

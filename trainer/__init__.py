@@ -14,7 +14,7 @@ from trainer._config import MixedPrecision, TrainConfig
 from trainer._data import TensorData, TrainData
 from trainer._errors import CheckpointError, ConfigError, DivergenceError, TrainerError
 from trainer._evaluate import evaluate
-from trainer._hooks import EarlyStopping, Hook, MetricsSink
+from trainer._hooks import CheckpointListener, EarlyStopping, Hook, MetricsSink
 from trainer._infra import Infra
 from trainer._loop import fit
 from trainer._lr_find import LRRange, lr_range_test
@@ -25,6 +25,7 @@ from trainer._tensorboard import FanOut, TensorBoardSink
 
 __all__ = [
     "CheckpointError",
+    "CheckpointListener",
     "Classification",
     "ConfigError",
     "DivergenceError",

@@ -19,6 +19,19 @@ class Hook(Protocol):
 
 
 @runtime_checkable
+class CheckpointListener(Protocol):
+    """A hook that is told which epochs the checkpoints hold.
+
+    ``checkpoint_saved(epoch)`` is called on the main process once the checkpoint of ``epoch`` is
+    written, just before the hooks see that epoch. A run resumed later starts after the newest
+    checkpoint, so a hook that keeps what it records back (to write it in batches) writes it then:
+    whatever it had not written when the run was cut short is of epochs the resumed run trains again.
+    """
+
+    def checkpoint_saved(self, epoch: int) -> None: ...
+
+
+@runtime_checkable
 class MetricsSink(Protocol):
     """Receives one flat dict of per-epoch metrics on the main process (e.g. an MLflow logger)."""
 

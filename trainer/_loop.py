@@ -17,7 +17,7 @@ from trainer._config import TrainConfig
 from trainer._data import IndexPlan, TrainData, dataset_size, make_batches
 from trainer._errors import ConfigError
 from trainer._evaluate import validate
-from trainer._hooks import Hook, MetricsSink
+from trainer._hooks import CheckpointListener, Hook, MetricsSink
 from trainer._infra import Infra
 from trainer._monitor import EpochMonitor
 from trainer._optim import build_optimizer, build_scheduler
@@ -92,8 +92,8 @@ def fit(
 def _train(run: Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | None:
     for epoch in range(run.epoch + 1, run.config.epochs + 1):
         metrics = _train_epoch(run, epoch)
-        _record(run, epoch, metrics)
-        if _should_stop(run, hooks, sink, epoch, metrics):
+        saved = _record(run, epoch, metrics)
+        if _should_stop(run, hooks, sink, epoch, metrics, saved):
             return epoch
     return None
 
@@ -214,7 +214,8 @@ def _speed(run: Run, samples_per_second: float) -> dict[str, float]:
     return out
 
 
-def _record(run: Run, epoch: int, metrics: dict[str, float]) -> None:
+def _record(run: Run, epoch: int, metrics: dict[str, float]) -> bool:
+    """Keep the epoch's metrics and best, and save a checkpoint if one is due; whether one was."""
     run.history.append(metrics)
     run.epoch = epoch
     is_best = _improves(metrics["val_loss"], run.best_val_loss) or run.best_epoch == 0
@@ -223,6 +224,8 @@ def _record(run: Run, epoch: int, metrics: dict[str, float]) -> None:
     if run.checkpoints is not None and _checkpoint_due(run, epoch, metrics["epoch_seconds"]):
         run.checkpoints.save(snapshot(run), epoch, is_best=is_best and not run.infra.checkpoint_every)
         run.saved_at = time.perf_counter()
+        return True
+    return False
 
 
 def _checkpoint_due(run: Run, epoch: int, epoch_seconds: float) -> bool:
@@ -247,10 +250,15 @@ def _should_stop(
     sink: MetricsSink | None,
     epoch: int,
     metrics: Mapping[str, float],
+    saved: bool,
 ) -> bool:
     accelerator = run.accelerator
     if accelerator.is_main_process:
         started = time.perf_counter()
+        if saved:  # before the hooks see the epoch: what they keep back may be written with it
+            for hook in hooks:
+                if isinstance(hook, CheckpointListener):
+                    hook.checkpoint_saved(epoch)
         if sink is not None:
             sink.log(dict(metrics), step=epoch)
         votes = [hook(epoch, dict(metrics)) for hook in hooks]  # every hook sees every epoch

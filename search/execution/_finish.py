@@ -67,7 +67,7 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         "resumed_from_epoch": result.resumed_from_epoch,
     }
     attrs |= _speed_attrs(result.history)
-    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs)
+    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
 
 
@@ -90,9 +90,11 @@ def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[
 
 
 def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
-          reason: str | None = None, attrs: Mapping[str, Any] | None = None) -> None:  # fmt: skip
-    """Tell the final state (and write ``attrs``) exactly once, even when the reply to a committed
-    tell was lost: what Optuna's ``tell`` does, in one transaction (``storage.finish_trial``).
+          reason: str | None = None, attrs: Mapping[str, Any] | None = None,
+          steps: Mapping[int, float] | None = None) -> None:  # fmt: skip
+    """Tell the final state (and write ``attrs``, and the reported values not stored yet, ``steps``)
+    exactly once, even when the reply to a committed tell was lost: what Optuna's ``tell`` does, in
+    one transaction (``storage.finish_trial``).
 
     Raises:
         TrialLostError: another process (a reaper) finished the trial first.
@@ -106,7 +108,7 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
 
     def tell() -> Any:
         study._thread_local.cached_all_trials = None  # as tell: Optuna's cache holds within a trial only
-        return finish_trial(ctx.coordinator.storage, trial._trial_id, state, value, attrs or {}, after_trial)
+        return finish_trial(ctx.coordinator.storage, trial._trial_id, state, value, attrs or {}, after_trial, steps)
 
     # Found finished: by this very write whose reply was lost (the same state), or by another process.
     found = retrying(tell, f"finishing trial {trial.number}")
@@ -118,7 +120,9 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
 
 
 def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, exc: Exception,
-                   started: float) -> TrialOutcome:  # fmt: skip
+                   started: float, steps: Mapping[int, float] | None = None) -> TrialOutcome:  # fmt: skip
+    """Fail the trial (storing ``steps``, its reported values not stored yet), or give it to the
+    retry that another process queued for it."""
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -134,7 +138,7 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
         attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}
         _record_attrs(ctx, trial, attrs)
         _record_failure_in_mlflow(ctx, run, exc, reason)
-        _tell(ctx, trial, TrialState.FAIL, reason=reason)
+        _tell(ctx, trial, TrialState.FAIL, reason=reason, steps=steps)
     except (TrialLostError, UpdateFinishedTrialError):
         return _abandon(ctx, trial, run, started)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +42,21 @@ class _StudyAsSeen:
         return getattr(self._study, name)
 
 
+STORE_EVERY_S = 1.0
+"""The longest a reported epoch's value waits to be stored while its trial runs (what the dashboard
+and the live view show of a running trial): epochs of a second or more are stored as they end."""
+
+
 class PruningHook:
     """Reports the study metric every epoch; asks the pruner only at the epochs where it can decide.
 
     ``asked`` counts the pruner's answers: the epochs skipped are those where it could not have
-    said anything else than "go on" (``search/settings/_prune_points.py``). An epoch whose pruner
-    is asked is stored, and the study's changes since the last ask are read, in one transaction
-    (``storage.StudyTrials``, shared by a worker's trials: finished trials are read once).
+    said anything else than "go on" (``search/settings/_prune_points.py``). The pruner decides
+    from this trial's values as reported here and the study's other trials, whose changes since the
+    last ask are read at each ask (``storage.StudyTrials``, shared by a worker's trials: finished
+    trials are read once). The values are stored in batches, in the same transaction: once
+    ``STORE_EVERY_S`` has passed since the last store, when a checkpoint holds the epoch (so that a
+    trial resumed from it has every value before it), and at the end, with the tell (``unstored``).
     """
 
     def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None) -> None:
@@ -55,23 +64,32 @@ class PruningHook:
         self.metric = metric
         self.pruned_epoch: int | None = None
         self.asked = 0
+        self.unstored: dict[int, float] = {}  # reported, not stored yet: step -> value
         self._last_asked: int | None = None
+        self._stored_at = time.monotonic()
+        self._checkpointed = False
         storage = trial.study._storage  # workers' studies are in an RDBStorage
         self._trials = trials or st.StudyTrials(storage, trial.study._study_id)  # type: ignore[arg-type]
         self._directions: list[Any] | None = None
 
+    def checkpoint_saved(self, epoch: int) -> None:
+        """The epoch about to be reported is in a checkpoint: store it with every value before it."""
+        self._checkpointed = True
+
     def __call__(self, epoch: int, metrics: Mapping[str, float]) -> bool:
-        value = float(metrics[self.metric])
         trial, study = self.trial, self.trial.study
-        reported = trial._cached_frozen_trial.intermediate_values
+        reported = trial._cached_frozen_trial.intermediate_values  # also the live view's "current epoch"
+        if epoch not in reported:  # as Optuna's report: a step already reported keeps its value
+            reported[epoch] = self.unstored[epoch] = float(metrics[self.metric])
+        ask = may_prune_at(study.pruner, epoch, self._last_asked, reported)
 
         def report() -> bool:  # each step is safe to repeat after a lost connection
-            new = epoch not in reported  # as Optuna's report: a step already reported keeps its value
-            ask = may_prune_at(study.pruner, epoch, self._last_asked, {*reported, epoch})
-            if new or ask:
-                self._trials.report(trial._trial_id, epoch, value if new else None, refresh=ask)
-            if new:
-                reported[epoch] = value  # also the live view's "current epoch"
+            due = self._checkpointed or time.monotonic() - self._stored_at >= STORE_EVERY_S
+            store = bool(self.unstored) and due
+            if store or ask:
+                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask)
+            if store:
+                self.unstored, self._stored_at, self._checkpointed = {}, time.monotonic(), False
             if not ask:
                 return False
             if self._directions is None:

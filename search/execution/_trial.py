@@ -54,13 +54,14 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None
+        hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials)
         try:
-            result, hook = _fit(ctx, trial, run, ckpt_dir, progress, board)
+            result = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started)
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
         except Exception as exc:  # noqa: BLE001 - every trial-level error ends the trial, not the worker
-            outcome = finish_failed(ctx, trial, run, exc, started)
+            outcome = finish_failed(ctx, trial, run, exc, started, hook.unstored)
         finally:
             if board is not None:
                 _close_board(board, ctx.record.metric, outcome)
@@ -137,8 +138,8 @@ def fit_or_start_over(fit: Any, config: Any, infra: Any, what: str) -> Any:
         return fit(config, infra.replace(resume=False))
 
 
-def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path,
-         progress: Progress | None = None, board: Any = None) -> tuple[Any, PruningHook]:  # fmt: skip
+def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, hook: PruningHook,
+         progress: Progress | None = None, board: Any = None) -> Any:  # fmt: skip
     import trainer
     from studies import study_infra
 
@@ -156,7 +157,6 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")
         ctx.gang.send_params(trial.number, params, ckpt_dir)
     run.log_params({"trial_number": trial.number, **params_dict(params)})  # sent with the first epoch
-    hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials)
     sink: Any = run
     if board is not None:
         board.hparams = params_dict(params)
@@ -171,4 +171,4 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
     result = fit_or_start_over(fit, config, infra, f"trial {trial.number}")
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
-    return result, hook
+    return result

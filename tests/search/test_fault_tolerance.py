@@ -346,6 +346,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     """A worker that died after its trial's last checkpoint, before telling: the retry trains nothing."""
     from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
+    from search.execution._pruning import PruningHook
     from search.execution._trial import _fit, run_trial
     from search.settings import SearchSettings
 
@@ -357,7 +358,8 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     dead, _ = ctx.coordinator.claim(ctx.optuna_study)
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, "dead", "trial", {})
     dead.set_user_attr("mlflow_run_id", run.run_id)
-    _fit(ctx, dead, run, ctx.checkpoint_root / "sleep" / f"trial-{dead.number}")  # all 3 epochs, then "dies"
+    hook = PruningHook(dead, "val_loss", ctx.pruner_trials)
+    _fit(ctx, dead, run, ctx.checkpoint_root / "sleep" / f"trial-{dead.number}", hook)  # all 3 epochs, then "dies"
     reported = ctx.coordinator.storage.get_trial(dead._trial_id).intermediate_values
     time.sleep(3.0)
     [reaped] = ctx.coordinator.reap(ctx.optuna_study)

@@ -84,17 +84,24 @@ def _tell(study: optuna.Study, trial: Any, pruned: int | None, curve: list[float
 
 def _run_hook(trial: Any, curve: list[float], start: int, stop_after: int | None, asked: list[int],
               trials: StudyTrials) -> int | None:  # fmt: skip
-    """What a worker does: every epoch through the pruning hook, which decides when to ask."""
+    """What a worker does: every epoch through the pruning hook, which decides when to ask and
+    stores values in batches; the values it holds back are stored with the tell, or lost when its
+    worker dies (the retry resumes after the stored ones, as from a checkpoint)."""
     hook = PruningHook(trial, "val_loss", trials)
     try:
         for epoch in range(start, EPOCHS + 1):
             if hook(epoch, {"val_loss": curve[epoch - 1]}):
-                return epoch
+                return _stored(trials, trial, hook, epoch)
             if stop_after is not None and epoch >= stop_after:
                 return -1
-        return None
+        return _stored(trials, trial, hook, None)
     finally:
         asked.append(hook.asked)
+
+
+def _stored(trials: StudyTrials, trial: Any, hook: PruningHook, outcome: int | None) -> int | None:
+    trials.report(trial._trial_id, hook.unstored, refresh=False)  # what the worker's tell stores
+    return outcome
 
 
 def _ours(spec: str, xs: list[float], tmp_path: Any, asked: list[int], fetched: list[int]) -> dict[int, int | None]:

@@ -93,9 +93,10 @@ def test_set_trial_params_checks_every_distribution_with_one_lookup_per_param(ur
         backend.engine.dispose()
 
 
-def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(url: str) -> None:
-    """Optuna's report, in one statement: NaN and infinities round-trip, a step reported again is
-    overwritten, and a finished trial takes no more values (nor does a trial that does not exist)."""
+def test_store_steps_stores_overwrites_and_refuses_a_finished_trial(url: str) -> None:
+    """Optuna's report, in one statement a value: NaN and infinities round-trip, a step reported
+    again is overwritten, and a finished trial takes no more values (nor does a trial that does not
+    exist)."""
     import math
 
     import sqlalchemy
@@ -107,9 +108,9 @@ def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(u
     def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001
         statements.append(statement.split()[0].upper())
 
-    def report(trial_id: int, step: int, value: float) -> None:
+    def report(trial_id: int, step: int, value: float, *more: tuple[int, float]) -> None:
         with _create_scoped_session(backend.scoped_session, True) as session:
-            storage.set_intermediate_value(backend, session, trial_id, step, value)
+            storage.store_steps(backend, session, trial_id, {step: value, **dict(more)})
 
     try:
         trial = study.ask()
@@ -118,8 +119,7 @@ def test_set_intermediate_value_stores_overwrites_and_refuses_a_finished_trial(u
         report(trial._trial_id, 1, float("nan"))
         sqlalchemy.event.remove(backend.engine, "before_cursor_execute", count)
         assert statements == ["INSERT"], statements  # the trial's state checked by the statement itself
-        report(trial._trial_id, 2, float("inf"))
-        report(trial._trial_id, 3, float("-inf"))
+        report(trial._trial_id, 2, float("inf"), (3, float("-inf")))
         report(trial._trial_id, 0, 0.25)  # again: overwritten
         values = backend.get_trial(trial._trial_id).intermediate_values
         assert values[0] == 0.25 and math.isnan(values[1]) and values[2] == math.inf and values[3] == -math.inf

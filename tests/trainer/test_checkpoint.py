@@ -225,3 +225,30 @@ def test_infra_validates_itself_and_is_no_part_of_the_config() -> None:
     assert infra.checkpoint_dir == Path("runs/a") and infra.to_dict()["checkpoint_dir"] == "runs/a"
     with pytest.raises(TypeError, match="checkpoint_dir"):
         trainer.TrainConfig(epochs=1, checkpoint_dir="runs/a")  # type: ignore[call-arg]
+
+
+def test_a_checkpoint_listener_hears_of_each_checkpoint_before_its_epochs_hooks(tmp_path: Path) -> None:
+    events: list[tuple[str, int]] = []
+
+    class Listener:
+        def __init__(self, folder: Path | None = None) -> None:
+            self.folder = folder
+
+        def checkpoint_saved(self, epoch: int) -> None:
+            assert self.folder is not None and any(self.folder.glob("epoch-*.pt"))  # written before it is announced
+            events.append(("saved", epoch))
+
+        def __call__(self, epoch: int, metrics) -> bool:
+            events.append(("epoch", epoch))
+            return False
+
+    assert isinstance(Listener(), trainer.CheckpointListener)
+    _fit(_model(0), _config(epochs=3), _infra(tmp_path), hooks=[Listener(tmp_path)])
+    assert events == [(kind, e) for e in (1, 2, 3) for kind in ("saved", "epoch")]
+    events.clear()
+    hourly = tmp_path / "hourly"
+    _fit(_model(0), _config(epochs=3), _infra(hourly, checkpoint_every=3600), hooks=[Listener(hourly)])
+    assert events == [("epoch", 1), ("epoch", 2), ("saved", 3), ("epoch", 3)]  # only the last epoch's was due
+    events.clear()
+    _fit(_model(0), _config(epochs=3), None, hooks=[Listener()])
+    assert events == [("epoch", 1), ("epoch", 2), ("epoch", 3)]
