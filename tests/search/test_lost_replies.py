@@ -110,15 +110,15 @@ def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkey
     real = _finish.finish_trial
     calls = []
 
-    def reply_lost(storage, trial_id, state, value, attrs, before_write):
+    def reply_lost(storage, trial_id, state, value, attrs, before_write, steps):
         calls.append(state)
         if len(calls) == 1:
             if finisher == "this-worker":
-                real(storage, trial_id, state, value, attrs, before_write)
+                real(storage, trial_id, state, value, attrs, before_write, steps)
             else:
                 storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
             raise _lost_connection()
-        return real(storage, trial_id, state, value, attrs, before_write)
+        return real(storage, trial_id, state, value, attrs, before_write, steps)
 
     monkeypatch.setattr(_finish, "finish_trial", reply_lost)
     outcome = run_trial(ctx, trial)
@@ -127,6 +127,7 @@ def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkey
     if finisher == "this-worker":
         assert (outcome.state, stored.state, stored.value) == ("COMPLETE", TrialState.COMPLETE, outcome.value)
         assert stored.user_attrs["epochs_run"] == 3 and "cpu_seconds" in stored.user_attrs
+        assert sorted(stored.intermediate_values) == [1, 2, 3]  # those held back were stored with the tell
     else:
         assert (outcome.state, stored.state) == ("LOST", TrialState.FAIL)
         assert "epochs_run" not in stored.user_attrs
