@@ -22,6 +22,7 @@ from storage._engine import (
     tune_sqlite_connections,
 )
 from storage._errors import StorageError
+from storage._steps import check_running, store_steps
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
@@ -225,8 +226,6 @@ def finish_trial(
     from optuna.storages._rdb.storage import _create_scoped_session
     from optuna.trial import TrialState
 
-    from storage._steps import store_steps
-
     with _create_scoped_session(storage.scoped_session, True) as session:
         row = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
         frozen = storage._build_frozen_trial_from_trial_model(row)
@@ -254,13 +253,6 @@ def finish_trial(
     if failure is not None:
         raise failure
     return None
-
-
-def check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
-    from optuna.storages._rdb import models
-
-    trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
-    storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
 
 
 def _upsert(session: Any, statement: Any, keys: list[Any], columns: list[str]) -> Any:

@@ -31,10 +31,16 @@ def store_steps(storage: RDBStorage, session: Any, trial_id: int, steps: Mapping
     for step, value in steps.items():
         stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
         if conn.execute(statement, {"t": trial_id, "s": step, "v": stored, "k": kind}).rowcount == 0:
-            from storage._optuna import check_running  # not running (or no such trial): Optuna's error
-
-            check_running(storage, session, trial_id)
+            check_running(storage, session, trial_id)  # not running (or no such trial): Optuna's error
             raise RuntimeError(f"the value of trial id {trial_id} at step {step} was not stored")
+
+
+def check_running(storage: RDBStorage, session: Any, trial_id: int) -> None:
+    """Raise Optuna's error unless the trial exists and runs."""
+    from optuna.storages._rdb import models
+
+    trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+    storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
 
 
 @functools.cache

@@ -120,6 +120,9 @@ def _watch(ctx: WorkerContext, trial: optuna.trial.Trial, progress: Progress, li
 def _give_up(ctx: WorkerContext, trial: optuna.trial.Trial, reason: str) -> bool:
     """Fail the trial and queue its retry; False when it had already finished. Never raises."""
     try:
+        # A first trial's run may still be on its way (MLflow's import, seconds): its id is then
+        # not on the trial yet, and once the trial is failed its creator could not record it.
+        ctx.tracker.wait_for_opened(BOOKKEEPING_S / 2)
         failed = fail_stalled(ctx, trial, reason)
     except Exception as exc:  # noqa: BLE001 - the process exits anyway; reapers fail the trial as dead
         log.warning("could not fail stalled trial %d (%s); it will be reaped as dead", trial.number, exc)

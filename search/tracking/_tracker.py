@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ class Tracker:
         self._client: MlflowClient | None = None
         self._client_lock = threading.Lock()
         self._writer = Writer()
+        self._opening: list[threading.Event] = []  # runs being created on the writer thread (open_child)
 
     @property
     def client(self) -> MlflowClient:
@@ -110,6 +112,7 @@ class Tracker:
         start error: raised by its next :meth:`RunLogger.log` or :meth:`RunLogger.flush`, and the
         run's writes are dropped."""
         logger = RunLogger(self, None)
+        self._opening = [*(event for event in self._opening if not event.is_set()), logger._started]
 
         def create() -> None:
             try:
@@ -125,6 +128,13 @@ class Tracker:
 
         self._writer.submit(create, always=True)  # its caller waits for it
         return logger
+
+    def wait_for_opened(self, timeout: float) -> None:
+        """Wait, at most ``timeout`` s, until the runs :meth:`open_child` is creating exist (or failed):
+        then their trials carry their ids (``on_created``), for whoever ends such a trial's run."""
+        deadline = time.monotonic() + timeout
+        for event in self._opening:
+            event.wait(max(0.0, deadline - time.monotonic()))
 
     def _start(self, experiment_id: str, parent_run_id: str, name: str, role: str, tags: Mapping[str, Any],
                on_created: OnCreated, end_first: str | None) -> str:  # fmt: skip

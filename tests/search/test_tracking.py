@@ -119,6 +119,30 @@ def test_a_run_opened_in_the_background_is_created_first_and_then_gets_everythin
     assert tracker.client.get_run(dead.run_id).info.status == "KILLED"
 
 
+def test_wait_for_opened_returns_once_the_runs_being_opened_are_recorded(tracker: Tracker) -> None:
+    """What a stalled first trial's watchdog waits for before failing the trial: the run whose
+    creation waits for its parent (here 1 s) has been recorded on its trial."""
+    import threading
+    import time
+
+    experiment = tracker.experiment_id("t")
+    parent = tracker.start_parent(experiment, "t", {})
+    go = threading.Event()
+
+    def late_parent() -> tuple[str, str]:
+        go.wait(10)
+        return experiment, parent
+
+    seen: list[str] = []
+    tracker.open_child(late_parent, "trial-0", "trial", {}, seen.append)
+    threading.Timer(1.0, go.set).start()
+    started = time.monotonic()
+    tracker.wait_for_opened(30)
+    assert len(seen) == 1 and 0.5 < time.monotonic() - started < 20
+    tracker.wait_for_opened(30)  # nothing left being opened: at once
+    assert time.monotonic() - started < 20
+
+
 def test_a_run_that_cannot_start_stops_the_next_epoch_and_drops_its_writes(tracker: Tracker, monkeypatch) -> None:
     """The tracking server refuses the run: the trial's next epoch raises it (one line, what went
     wrong), its writes go nowhere, and the next run starts as usual."""
