@@ -22,7 +22,7 @@ from storage._engine import (
     tune_sqlite_connections,
 )
 from storage._errors import StorageError
-from storage._steps import check_running, store_steps
+from storage._steps import UPSERTS, check_running, insert_into, on_conflict_update, store_steps
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
     if not attrs:
         return
     with _create_scoped_session(storage.scoped_session, True) as session:
-        if storage.engine.name in _UPSERTS:
+        if storage.engine.name in UPSERTS:
             check_running(storage, session, trial_id)
         _write_attrs(storage, session, trial_id, attrs)
 
@@ -191,12 +191,13 @@ def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mappin
     from optuna.storages._rdb import models
 
     table = models.TrialUserAttributeModel
-    if storage.engine.name not in _UPSERTS:
+    if storage.engine.name not in UPSERTS:
         for key, value in attrs.items():
             storage._set_trial_attr_without_commit(session, table, trial_id, key, value)
     elif attrs:
         rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-        _upsert(session, _insert(storage, table).values(rows), [table.trial_id, table.key], ["value_json"])
+        insert = insert_into(storage.engine.name, table).values(rows)
+        session.execute(on_conflict_update(insert, [table.trial_id, table.key], ["value_json"]))
 
 
 def finish_trial(
@@ -253,20 +254,3 @@ def finish_trial(
     if failure is not None:
         raise failure
     return None
-
-
-def _upsert(session: Any, statement: Any, keys: list[Any], columns: list[str]) -> Any:
-    """Run the insert ``statement``; where a row with the same ``keys`` exists, set its ``columns``."""
-    update = {column: statement.excluded[column] for column in columns}
-    return session.execute(statement.on_conflict_do_update(index_elements=keys, set_=update))
-
-
-def _insert(storage: RDBStorage, table: Any) -> Any:
-    """An INSERT into ``table`` in the storage's dialect, which can upsert (see ``_UPSERTS``)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return (postgresql if storage.engine.name == "postgresql" else sqlite).insert(table)
-
-
-_UPSERTS = ("postgresql", "sqlite")
-"""The dialects written with upserts; elsewhere Optuna's own statements."""

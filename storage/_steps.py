@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage
 
+UPSERTS = ("postgresql", "sqlite")
+"""The dialects written with upserts; elsewhere Optuna's own statements."""
+
 
 def store_steps(storage: RDBStorage, session: Any, trial_id: int, steps: Mapping[int, float]) -> None:
     """Store a trial's values (step -> value) in ``session``'s transaction, as Optuna's ``report``
@@ -23,7 +26,7 @@ def store_steps(storage: RDBStorage, session: Any, trial_id: int, steps: Mapping
     raise Optuna's error."""
     from optuna.storages._rdb import models
 
-    if storage.engine.name not in ("postgresql", "sqlite"):  # no upsert: Optuna's own statements
+    if storage.engine.name not in UPSERTS:
         for step, value in steps.items():
             storage._set_trial_intermediate_value_without_commit(session, trial_id, step, value)
         return
@@ -48,7 +51,6 @@ def _upsert_step(dialect: str) -> Any:
     from optuna.storages._rdb import models
     from optuna.trial import TrialState
     from sqlalchemy import bindparam, select
-    from sqlalchemy.dialects import postgresql, sqlite
 
     table, trials = models.TrialIntermediateValueModel.__table__, models.TrialModel.__table__
     trial_id = bindparam("t", type_=table.c.trial_id.type)
@@ -59,9 +61,22 @@ def _upsert_step(dialect: str) -> Any:
         bindparam("k", type_=table.c.intermediate_value_type.type),
     ).where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
     columns = ["trial_id", "step", "intermediate_value", "intermediate_value_type"]
-    insert = (postgresql if dialect == "postgresql" else sqlite).insert(table).from_select(columns, row)
-    update = {column: insert.excluded[column] for column in columns[2:]}
-    return insert.on_conflict_do_update(index_elements=[table.c.trial_id, table.c.step], set_=update)
+    insert = insert_into(dialect, table).from_select(columns, row)
+    return on_conflict_update(insert, [table.c.trial_id, table.c.step], columns[2:])
+
+
+def insert_into(dialect: str, table: Any) -> Any:
+    """An INSERT into ``table`` in ``dialect``, one of ``UPSERTS``."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
+def on_conflict_update(insert: Any, keys: list[Any], columns: list[str]) -> Any:
+    """``insert``, which sets ``columns`` of the row with the same ``keys`` where there is one."""
+    return insert.on_conflict_do_update(
+        index_elements=keys, set_={column: insert.excluded[column] for column in columns}
+    )
 
 
 @functools.cache
