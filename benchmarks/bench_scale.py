@@ -11,7 +11,10 @@ Each trial has 4 epochs of trial_seconds/4, each reported to the pruner and logg
 Throughput is taken per worker over its own active span (first trial start to last trial end),
 then summed: process start-up (importing torch and mlflow, seconds each, much longer with 32 on
 a small machine) is a one-time cost per worker, not orchestration. The end-to-end rate, start-up
-included, is printed too.
+included, is printed too. A worker's first trial still pays one-time costs of its own (MLflow's
+import, seconds of CPU, comes on the writer thread while that trial trains), so the warm rate
+counts only the trials that end while every worker is past its first (window from the last first
+trial's end to the first last trial's end), with their CPU per trial: the rate of a long study.
 
 Usage: python benchmarks/bench_scale.py [--workers 1,4,16,32] [--trial-seconds 1] [--trials-per-worker 4]
 CPU is accounted for too (the machine's busy time from /proc/stat, the workers' from their trials'
@@ -117,6 +120,8 @@ def run_once(admin_url: str, workers: int, trial_seconds: float, trials: int,
     return {
         "trials": len(done),
         "throughput": steady_throughput(done),
+        "warm": (warmed := warm(done))[0],
+        "cpu_warm_ms": warmed[1],
         "end_to_end": len(done) / span,
         "ideal": ideal,
         "p50_ms": 1000 * statistics.median(orchestration),
@@ -142,16 +147,40 @@ def children_cpu_seconds() -> float:
     return t.children_user + t.children_system
 
 
+def by_worker(trials: list) -> dict[str, list]:
+    """Each worker's trials, in the order they started."""
+    out: dict[str, list] = {}
+    for trial in sorted(trials, key=lambda t: t.datetime_start):
+        out.setdefault(trial.user_attrs["worker"], []).append(trial)
+    return out
+
+
 def steady_throughput(trials: list) -> float:
     """Sum over workers of (its trials / its active span): the rate with every worker up."""
-    by_worker: dict[str, list] = {}
-    for trial in trials:
-        by_worker.setdefault(trial.user_attrs["worker"], []).append(trial)
     rate = 0.0
-    for runs in by_worker.values():
+    for runs in by_worker(trials).values():
         span = (max(t.datetime_complete for t in runs) - min(t.datetime_start for t in runs)).total_seconds()
         rate += len(runs) / span
     return rate
+
+
+def warm(trials: list) -> tuple[float, float]:
+    """(trials/s, CPU ms per trial in the workers) while every worker is past its first trial.
+
+    A worker's first trial also pays its one-time costs: MLflow's import (seconds of CPU, on the
+    writer thread while the trial trains), the first connections, Accelerate's state. The window
+    runs from the last worker's first trial's end to the first worker's last trial's end; the
+    trials that end in it count, and the CPU of those trials. NaN when the window is empty (too few
+    trials per worker for the workers' start-ups, which take turns at the cores).
+    """
+    workers = by_worker(trials).values()
+    low = max(runs[0].datetime_complete for runs in workers)
+    high = min(runs[-1].datetime_complete for runs in workers)
+    inside = [t for runs in workers for t in runs[1:] if low < t.datetime_complete <= high]
+    if not inside:
+        return float("nan"), float("nan")
+    seconds = (high - low).total_seconds()
+    return len(inside) / seconds, 1000 * sum(t.user_attrs["cpu_seconds"] for t in inside) / len(inside)
 
 
 CONNECTIONS_PER_PROCESS = 5  # Optuna 3 and MLflow 2, see storage/_engine.py
@@ -186,7 +215,8 @@ def main() -> None:
     check_capacity(args.admin_url, max(counts))
     print(f"{'workers':>7} {'trials':>6} {'trials/s':>9} {'ideal':>7} {'% ideal':>8} {'orch p50':>9} {'orch p95':>9}"
           f" {'end-to-end':>11} {'CPU/trial in worker':>19} {'elsewhere':>9}"
-          f" {'CPU/process outside trials':>26}")  # fmt: skip
+          f" {'CPU/process outside trials':>26}"
+          f" {'warm trials/s':>13} {'% ideal':>8} {'CPU/warm trial':>14}")  # fmt: skip
     for workers in counts:
         started = time.monotonic()
         r = run_once(args.admin_url, workers, args.trial_seconds, workers * args.trials_per_worker, args.profile)
@@ -194,7 +224,8 @@ def main() -> None:
             f"{workers:>7} {r['trials']:>6} {r['throughput']:>9.2f} {r['ideal']:>7.2f} "
             f"{100 * r['throughput'] / r['ideal']:>7.1f}% {r['p50_ms']:>7.0f}ms {r['p95_ms']:>7.0f}ms"
             f" {r['end_to_end']:>9.2f}/s {r['cpu_trial_ms']:>17.0f}ms {r['cpu_other_ms']:>7.0f}ms"
-            f" {r['cpu_outside_s']:>25.2f}s   ({time.monotonic() - started:.0f}s wall)",
+            f" {r['cpu_outside_s']:>25.2f}s {r['warm']:>13.2f} {100 * r['warm'] / r['ideal']:>7.1f}%"
+            f" {r['cpu_warm_ms']:>12.0f}ms   ({time.monotonic() - started:.0f}s wall)",
             flush=True,
         )
     if args.profile:
