@@ -81,12 +81,14 @@ def on_conflict_update(insert: Any, keys: list[Any], columns: list[str]) -> Any:
 
 @functools.cache
 def trial_ids_query() -> Any:
-    """The ids of a study's trials (``study``), in order."""
+    """The ids and states of a study's trials (``study``), in order."""
     from optuna.storages._rdb import models
     from sqlalchemy import bindparam, select
 
     table = models.TrialModel.__table__
-    return select(table.c.trial_id).where(table.c.study_id == bindparam("study")).order_by(table.c.trial_id)
+    return (
+        select(table.c.trial_id, table.c.state).where(table.c.study_id == bindparam("study")).order_by(table.c.trial_id)
+    )
 
 
 @functools.cache

@@ -229,7 +229,7 @@ class Coordinator:
             # trial created on the lock's connection (its set_trial_param needs that; a worker's
             # suggestion stores params itself, see search.execution._suggest).
             if trials is not None:
-                study._thread_local.cached_all_trials = trials.refresh()
+                study._thread_local.cached_all_trials = trials.refresh(running=False)  # params and states
             else:
                 study._thread_local.cached_all_trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return optuna.Trial(study, trial_id)

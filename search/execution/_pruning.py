@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage as st
 from search.coordination import retrying
-from search.settings import may_prune_at
+from search.settings import may_prune_at, reads_running_trials
 
 if TYPE_CHECKING:
     import optuna
@@ -54,9 +54,11 @@ class PruningHook:
     said anything else than "go on" (``search/settings/_prune_points.py``). The pruner decides
     from this trial's values as reported here and the study's other trials, whose changes since the
     last ask are read at each ask (``storage.StudyTrials``, shared by a worker's trials: finished
-    trials are read once). The values are stored in batches, in the same transaction: once
-    ``STORE_EVERY_S`` has passed since the last store, when a checkpoint holds the epoch (so that a
-    trial resumed from it has every value before it), and at the end, with the tell (``unstored``).
+    trials are read once, and other running ones once with their params unless the pruner reads
+    their values or rung records: ``search.settings.reads_running_trials``). The values are
+    stored in batches, in the same transaction: once ``STORE_EVERY_S`` has passed since the last
+    store, when a checkpoint holds the epoch (so that a trial resumed from it has every value before
+    it), and at the end, with the tell (``unstored``).
     """
 
     def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None) -> None:
@@ -71,6 +73,7 @@ class PruningHook:
         storage = trial.study._storage  # workers' studies are in an RDBStorage
         self._trials = trials or st.StudyTrials(storage, trial.study._study_id)  # type: ignore[arg-type]
         self._directions: list[Any] | None = None
+        self._running = reads_running_trials(trial.study.pruner)  # else running trials are read once
 
     def checkpoint_saved(self, epoch: int) -> None:
         """The epoch about to be reported is in a checkpoint: store it with every value before it."""
@@ -87,7 +90,7 @@ class PruningHook:
             due = self._checkpointed or time.monotonic() - self._stored_at >= STORE_EVERY_S
             store = bool(self.unstored) and due
             if store or ask:
-                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask)
+                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask, running=self._running)
             if store:
                 self.unstored, self._stored_at, self._checkpointed = {}, time.monotonic(), False
             if not ask:

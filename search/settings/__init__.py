@@ -22,7 +22,7 @@ from search.settings._locations import (
     Locations,
     location_env,
 )
-from search.settings._prune_points import may_prune_at
+from search.settings._prune_points import may_prune_at, reads_running_trials
 from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord, parse_stall_timeout
 from search.settings._space import middle_params, parse_narrow, record_space, space_differences
 
@@ -47,6 +47,7 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "may_prune_at",
+    "reads_running_trials",
     "params_dict",
     "parse_options",
     "parse_spec",

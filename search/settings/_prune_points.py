@@ -55,6 +55,21 @@ def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable
     return False
 
 
+def reads_running_trials(pruner: Any) -> bool:
+    """Whether ``pruner`` reads other running trials (their values, their rung records): the median
+    and percentile rules, Wilcoxon's and a threshold read only this trial and complete ones, so the
+    study they are handed may hold the running ones as first read (``storage.StudyTrials``)."""
+    import optuna
+
+    from search.settings._pruners import AdaptiveMedian
+
+    if isinstance(pruner, optuna.pruners.PatientPruner):
+        return pruner._wrapped_pruner is not None and reads_running_trials(pruner._wrapped_pruner)
+    alone = (optuna.pruners.PercentilePruner, optuna.pruners.NopPruner, optuna.pruners.ThresholdPruner,
+             optuna.pruners.WilcoxonPruner, AdaptiveMedian)  # fmt: skip
+    return not isinstance(pruner, alone)  # MedianPruner is a PercentilePruner
+
+
 def _rungs(pruner: Any) -> tuple[int, int] | None:
     """The first rung and the factor between rungs (every bracket's rungs lie on them), if fixed."""
     from search.settings._pruners import AdaptiveSuccessiveHalving, RetryAwareHyperband, RetryAwareSuccessiveHalving

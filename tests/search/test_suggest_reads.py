@@ -87,7 +87,7 @@ def test_a_claimed_trials_params_come_from_the_claims_read_and_match_optunas(tmp
 def test_a_claim_through_the_workers_copy_reads_only_unfinished_trials_and_sees_what_optuna_sees(tmp_path) -> None:
     """The claim's read of the study (what the sampler is given) through the worker's
     ``StudyTrials``: the trials a full read through Optuna gives, while each finished trial is
-    read in full once, not at every claim."""
+    read in full once, not at every claim, and a running one once it has its params."""
     import optuna
 
     import storage
@@ -113,8 +113,13 @@ def test_a_claim_through_the_workers_copy_reads_only_unfinished_trials_and_sees_
         assert [(t.number, t.state, t.params, t.values) for t in seen] == [
             (t.number, t.state, t.params, t.values) for t in full
         ]
+        if len(fetched) == 1:  # the other worker's suggestion, after this claim's read
+            storage.set_trial_params(coordinator.storage, other._trial_id,
+                                     [("x", -0.5, optuna.distributions.FloatDistribution(-2, 2))])  # fmt: skip
         storage.set_trial_params(coordinator.storage, trial._trial_id,
                                  [("x", 0.5, optuna.distributions.FloatDistribution(-2, 2))])  # fmt: skip
         study.tell(trial, float(trial.number))
     assert fetched[0] == 2  # the other worker's running trial and this one
-    assert fetched[1:] == [3] * (len(fetched) - 1)  # those two again, and the one finished since
+    assert fetched[1] == 3  # the other again (read before it had params), this one, the one finished since
+    # A running trial read with its params stays as read: this one and the one finished since.
+    assert fetched[2:] == [2] * (len(fetched) - 2)
