@@ -176,12 +176,11 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
 
-        def release(go: str | None) -> None:  # and start those left for later, told to join at once
+        def release(go: str | None) -> None:
             release_workers(procs, go, loc)
-            if go is not None:
-                start_rest(procs, workers, gpus, debug, local.study, go, loc)
 
         coordinator, created = create_or_resume(loc, prepared, opts.trials, release)
+        claimed = 0 if created else _claimed(coordinator.counts())
         if not created:  # a new study's were released before its parent run was made
             release(coordinator.study_name)
     except BaseException:
@@ -194,6 +193,13 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
     for line in changes:  # never silent; with --quiet a warning on stderr
         (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
+    if len(procs) < workers:  # those left for later start once the first ones have claimed
+        try:
+            _await_claims(coordinator, procs, claimed)
+            start_rest(procs, workers, gpus, debug, local.study, coordinator.study_name, loc)
+        except BaseException:
+            release_workers(procs, go=None)
+            raise
     follower = make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
@@ -210,6 +216,22 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         return 130
     follower.close()
     return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
+
+
+def _claimed(counts: storage.TrialCounts) -> int:
+    return counts.total - counts.state("WAITING")
+
+
+def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit: float = 10.0) -> None:
+    """Wait (at most ``limit`` s) until each worker in ``procs`` has claimed a trial since ``before``
+    trials were claimed, one has exited, or the budget is all claimed: with no core to spare (see
+    ``start_at_once``), a worker started now would take half of one from those first trials."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and all(proc.poll() is None for proc in procs):
+        counts = coordinator.counts()
+        if _claimed(counts) - before >= len(procs) or counts.logical >= coordinator.budget():
+            return
+        time.sleep(0.05)
 
 
 def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0) -> None:

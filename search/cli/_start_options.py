@@ -77,7 +77,7 @@ class LocalWorkers:
 def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
     """Start the command's local workers, before the study exists or its input is checked beyond
     the flags (:func:`check_flags`): one per GPU they may use, else per core (``--workers``); as
-    many at once as leave the command a core (``start_at_once``), the rest once the study exists.
+    many at once as leave the command a core (``start_at_once``), the rest once those have claimed.
     They import and load the study meanwhile, then join it or are sent away (``release_workers``)."""
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
     # One worker per GPU it may use: more would put several trials on one GPU.

@@ -30,7 +30,9 @@ it; a study file's name is known only once the command has imported it, and the 
 has resolved them, which it does after starting its workers); anything else or EOF (the command
 died) ends it without joining. A failed command terminates it."""
 _EARLY_LOGS: dict[int, tuple[Path, int]] = {}
-"""pid of an early worker -> (its temporary log, its worker index)."""
+"""pid of an early worker -> (its temporary log, its worker index), until it is released."""
+_TEMP_LOGS: dict[int, Path] = {}
+"""pid of an early worker -> its temporary log, which it removes once it has joined (or at its exit)."""
 ENV_EARLY_STUDY = "HPSEARCH_EARLY_STUDY"
 """For an early worker: ``[ref, options]`` of the study ``search start`` was asked for, loaded with its
 data while the worker waits. Used only if the study turns out to be that one (see :func:`preloaded`)."""
@@ -53,6 +55,7 @@ def spawn_early(count: int, gpus: list[str], debug: bool, study: tuple[str, dict
         with os.fdopen(fd, "ab") as out:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
         _EARLY_LOGS[proc.pid] = (Path(temp), index)
+        _TEMP_LOGS[proc.pid] = Path(temp)
         procs.append(proc)
     return procs
 
@@ -101,8 +104,8 @@ def start_at_once(count: int) -> int:
     Starting a worker costs seconds of CPU (torch's imports), as does the command's own start. With
     no more cores than processes importing, starting all together only makes every one of them
     late: the first trial starts soonest, and the workers are all training no later, when those
-    that start at once leave the command a core and the rest start once the study exists
-    (:func:`start_rest`), after the first ones' imports have had the cores.
+    that start at once leave the command a core and the rest start once the first ones have each
+    claimed a trial (:func:`start_rest`): a worker's imports take a core from whoever else runs.
     """
     return min(count, max(1, usable_cores() - 1))
 
@@ -116,6 +119,23 @@ def start_rest(procs: list[subprocess.Popen[bytes]], count: int, gpus: list[str]
     rest = spawn_early(count - len(procs), gpus, debug, study, first=len(procs), total=count)
     release_workers(rest, name, loc)
     procs.extend(rest)
+
+
+def end_unjoined(procs: list[subprocess.Popen[bytes]]) -> set[int]:
+    """End the released early workers (indices into ``procs``) that have not joined yet: they are
+    still importing (their temporary log is there), and the study is over, so they would only find
+    nothing left to run once their imports are done: seconds that the study's end would wait. They
+    hold nothing: no trial, no run. One that joins meanwhile finds the study over, as it would."""
+    ended = set()
+    for index, proc in enumerate(procs):
+        temp = _TEMP_LOGS.get(proc.pid)
+        if temp is not None and proc.poll() is None and temp.exists():
+            _end(proc, grace=3)
+            temp.unlink(missing_ok=True)
+            ended.add(index)
+    if ended:
+        log.debug("ended %d workers that had not joined yet: the study is over", len(ended))
+    return ended
 
 
 def _end(proc: subprocess.Popen[bytes], grace: float) -> None:

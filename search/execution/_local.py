@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
 from search.exceptions import DatabaseUnavailableError, SearchError
+from search.execution._early import end_unjoined
 from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     MAX_DEFAULT_CPU_WORKERS,
     default_workers,
@@ -62,8 +63,10 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
     With ``restart``, a worker that exits after failing a stalled trial (:data:`EXIT_STALLED`) is
     replaced by ``restart(index)``, so the trial's retry and the rest of the budget find a worker.
     Each such exit costs one attempt of one trial, so the restarts end with the budget.
+    Once one exits with the study over, those still importing (never joined) are ended, with code 0.
     """
     next_follow, done = 0.0, 0
+    spared: set[int] = set()  # ended as not needed (see end_unjoined): they exit as having succeeded
     try:
         while True:
             if restart is not None:
@@ -78,6 +81,8 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
             if exited.count(True) > done:  # a worker found the study over: the idle rest need not poll
                 done = exited.count(True)
                 wake_workers()
+                if any(p.returncode == 0 for p in procs):  # nor need those still importing start
+                    spared |= end_unjoined(procs)
             if time.monotonic() >= next_follow:
                 follow()
                 next_follow = time.monotonic() + 1.0
@@ -94,7 +99,7 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
                 p.kill()
         raise
     follow()
-    return [p.returncode for p in procs]
+    return [0 if index in spared else p.returncode for index, p in enumerate(procs)]
 
 
 def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:

@@ -215,9 +215,9 @@ def test_workers_start_at_once_as_far_as_they_leave_the_command_a_core(monkeypat
         assert start_at_once(count) == at_once, (cores, count)
 
 
-def test_workers_left_for_later_start_once_the_study_exists_and_take_their_share(tmp_path):
-    """On one core, `search start --workers 3` starts one worker with itself and two once the study
-    exists (told to join at once): all three train, each under its own index and log, and the
+def test_workers_left_for_later_start_once_the_first_has_claimed_and_take_their_share(tmp_path):
+    """On one core, `search start --workers 3` starts one worker with itself and two once it has
+    claimed a trial (told to join at once): all three train, each under its own index and log, and the
     budget stays exact."""
     import os
     import subprocess
@@ -240,3 +240,57 @@ def test_workers_left_for_later_start_once_the_study_exists_and_take_their_share
     assert {t.user_attrs["worker"].rsplit(":", 1)[1] for t in trials} == {"0", "1", "2"}
     for index in range(3):
         assert "trial" in (tmp_path / ".search" / "logs" / f"worker-{index}.log").read_text()
+
+
+def test_workers_left_for_later_wait_for_the_first_ones_claims_or_their_exit(tmp_path):
+    """The command starts the rest once each worker started first has claimed a trial (their imports
+    would take a core from those first trials' start), or one of them has exited, or at the limit."""
+    import subprocess
+    import sys
+
+    from search.cli._start import _await_claims
+    from search.coordination import Coordinator
+
+    loc, optuna_study = _new_study(tmp_path, epoch_seconds=0.0, trials=3)
+    coordinator = Coordinator(loc.storage_url, "sleep")
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as first:
+        try:
+            claimer = threading.Timer(0.6, lambda: coordinator.claim(optuna_study))
+            started = time.monotonic()
+            claimer.start()
+            _await_claims(coordinator, [first], before=0, limit=30)
+            assert 0.6 <= time.monotonic() - started < 20
+            assert coordinator.counts().state("RUNNING") == 1
+            started = time.monotonic()  # counted from `before`: one more claim needed, none comes
+            _await_claims(coordinator, [first], before=1, limit=0.5)
+            assert 0.5 <= time.monotonic() - started < 20
+        finally:
+            first.kill()
+    started = time.monotonic()  # an exited worker claims nothing more
+    _await_claims(coordinator, [first], before=1, limit=30)
+    assert time.monotonic() - started < 5
+
+
+def test_once_the_study_is_over_workers_still_importing_are_ended_and_the_others_left_to_finish(tmp_path):
+    """A worker started late (see start_at_once) that is still importing when the study is over
+    would make the study's end wait for its imports, only to find nothing to run: it is ended. A
+    worker that has joined is left alone (it may still be writing its last trial's MLflow run)."""
+    from search.execution import release_workers, spawn_early
+    from search.execution._early import _TEMP_LOGS, end_unjoined
+    from search.tracking import open_parent_run
+
+    loc, optuna_study = _new_study(tmp_path, epoch_seconds=0.0, trials=1)
+    open_parent_run(optuna_study, loc, resumed=False, summary={"study": "sleep"})
+    [joining] = spawn_early(1, [], False, None)
+    release_workers([joining], "sleep", loc)
+    temp = _TEMP_LOGS[joining.pid]
+    deadline = time.monotonic() + 180
+    while temp.exists() and joining.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not temp.exists()  # it has joined
+    [importing] = spawn_early(1, [], False, None, first=1, total=2)
+    release_workers([importing], "sleep", loc)
+    assert end_unjoined([joining, importing]) == {1}
+    assert importing.poll() is not None and not _TEMP_LOGS[importing.pid].exists()
+    assert joining.wait(timeout=180) == 0, (loc.project_dir / "logs" / "worker-0.log").read_text()[-3000:]
+    assert [t.state.name for t in optuna_study.get_trials()] == ["COMPLETE"]
