@@ -24,6 +24,11 @@ their ratio and the issue's target:
                 heartbeat interval (nan with ``--store sqlite``)
   epochs/s      epochs trained per second of the whole command
 
+After each pair of runs it also times a plain torch + Optuna script (its imports, one trial of an
+in-memory study, one optimizer step), and prints the median from launch to that step: the floor
+any PyTorch + Optuna script pays before its first epoch on this machine, against which to read
+the start-up.
+
 Every figure is measured here, in one run; the machine is noisy, so compare medians.
 
     python benchmarks/bench_overhead.py --baseline 0ce4fd8
@@ -144,6 +149,31 @@ def run_once(tree: Path, args: argparse.Namespace, seed: int) -> dict[str, float
     }
 
 
+PLAIN_SCRIPT = """
+import time
+import optuna
+import torch
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+trial = optuna.create_study().ask()
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+optimizer = torch.optim.AdamW(model.parameters(), lr=trial.suggest_float("lr", 1e-4, 1e-1, log=True))
+loss = torch.nn.functional.cross_entropy(model(torch.randn(64, 64)), torch.randint(0, 10, (64,)))
+loss.backward()
+optimizer.step()
+print(time.time())
+"""
+
+
+def plain_script_s() -> float:
+    """Seconds from launching a plain torch + Optuna script (one process: its imports, an in-memory
+    study's first trial, one optimizer step) to that step: the floor any such script pays before
+    its first epoch, on this machine now."""
+    launched = time.time()
+    done = subprocess.run([sys.executable, "-c", PLAIN_SCRIPT], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1]) - launched
+
+
 def _epoch_s(when: dt.datetime) -> float:
     """Optuna stores naive local times."""
     return when.timestamp()
@@ -155,6 +185,7 @@ def main() -> None:
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline], check=True,
                          capture_output=True, text=True).stdout.strip()  # fmt: skip
     figures: dict[str, list[dict[str, float]]] = {"this tree": [], rev: []}
+    plain: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         base = worktree(rev, Path(tmp) / "baseline")
         try:
@@ -163,6 +194,8 @@ def main() -> None:
                     figures[label].append(run_once(tree, args, seed=repeat))
                     shown = ", ".join(f"{k} {v:.3g}" for k, v in figures[label][-1].items())
                     print(f"  {label:>10} #{repeat + 1}: {shown}", flush=True)
+                plain.append(plain_script_s())
+                print(f"  plain script #{repeat + 1}: first optimizer step {plain[-1]:.3g} s", flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     options = ",".join(args.study_option)
@@ -175,6 +208,10 @@ def main() -> None:
         before = statistics.median(f[key] for f in figures[rev])
         ratio = now / before if before else float("nan")
         print(f"{key:<18}{now:>12.3g}{before:>12.3g}{ratio:>8.2f}   {target}")
+    print(
+        f"\na plain torch + Optuna script's first optimizer step: {statistics.median(plain):.3g} s after launch "
+        f"(median of {len(plain)}, between the runs): what any such script pays before its first epoch here"
+    )
 
 
 if __name__ == "__main__":
