@@ -226,10 +226,10 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
     """Wait (at most ``limit`` s) until each worker in ``procs`` has claimed a trial since ``before``
     trials were claimed, one has exited, or the budget is all claimed: with no core to spare (see
     ``start_at_once``), a worker started now would take half of one from those first trials."""
-    deadline = time.monotonic() + limit
+    deadline, budget = time.monotonic() + limit, coordinator.budget()
     while time.monotonic() < deadline and all(proc.poll() is None for proc in procs):
         counts = coordinator.counts()
-        if _claimed(counts) - before >= len(procs) or counts.logical >= coordinator.budget():
+        if _claimed(counts) - before >= len(procs) or counts.logical >= budget:
             return
         time.sleep(0.05)
 
