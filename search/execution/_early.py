@@ -29,8 +29,8 @@ to ``LOG``, takes where the study lives from ``ENV``, the variables of ``locatio
 it; a study file's name is known only once the command has imported it, and the locations once it
 has resolved them, which it does after starting its workers); anything else or EOF (the command
 died) ends it without joining. A failed command terminates it."""
-_EARLY_LOGS: dict[int, tuple[Path, int]] = {}
-"""pid of an early worker -> (its temporary log, its worker index), until it is released."""
+_UNRELEASED: dict[int, int] = {}
+"""pid of an early worker -> its worker index, until it is released."""
 _TEMP_LOGS: dict[int, Path] = {}
 """pid of an early worker -> its temporary log, which it removes once it has joined (or at its exit)."""
 ENV_EARLY_STUDY = "HPSEARCH_EARLY_STUDY"
@@ -54,7 +54,7 @@ def spawn_early(count: int, gpus: list[str], debug: bool, study: tuple[str, dict
             env[ENV_EARLY_STUDY] = json.dumps(study)
         with os.fdopen(fd, "ab") as out:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
-        _EARLY_LOGS[proc.pid] = (Path(temp), index)
+        _UNRELEASED[proc.pid] = index
         _TEMP_LOGS[proc.pid] = Path(temp)
         procs.append(proc)
     return procs
@@ -76,14 +76,13 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
         if ENV_OUTAGE_LIMIT in os.environ:
             env[ENV_OUTAGE_LIMIT] = os.environ[ENV_OUTAGE_LIMIT]
     for proc in procs:
-        early = _EARLY_LOGS.pop(proc.pid, None)
+        index = _UNRELEASED.pop(proc.pid, None)
         if go is None:
             # Not joined: it holds nothing yet (no study, no run, no file but its temporary log).
             # Joined: its trials go with the study, and their runs never started (no parent run).
-            _end(proc, grace=10 if early else 3)
-        if early is None or proc.stdin is None:
+            _end(proc, grace=10 if index is not None else 3)
+        if index is None or proc.stdin is None:
             continue
-        temp, index = early
         if go is not None:
             assert loc is not None
             log_path = worker_logs(loc) / f"worker-{index}.log"
@@ -95,7 +94,7 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
                 pass
             continue
         proc.stdin.close()
-        temp.unlink(missing_ok=True)
+        _TEMP_LOGS[proc.pid].unlink(missing_ok=True)
 
 
 def start_at_once(count: int) -> int:
