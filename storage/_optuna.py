@@ -7,7 +7,9 @@ import json
 import logging
 import math
 import re
+import threading
 import weakref
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
@@ -26,7 +28,7 @@ from storage._steps import UPSERTS, check_running, insert_into, on_conflict_upda
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from optuna.distributions import BaseDistribution
     from optuna.storages import RDBStorage
@@ -95,14 +97,23 @@ def open_optuna_storage(
     heartbeat_interval: int | None = None,
     grace_period: int | None = None,
     stale_trial_callback: Callable[..., None] | None = None,
+    schema_checked: bool = False,
 ) -> RDBStorage:
-    """An Optuna ``RDBStorage`` for ``url`` with pooled keepalive connections, pinged after idling."""
+    """An Optuna ``RDBStorage`` for ``url`` with pooled keepalive connections, pinged after idling.
+
+    ``schema_checked``: the process that started this one has just opened ``url`` in full (creating
+    Optuna's tables, or checking that their schema is this Optuna's), so they are neither created
+    nor checked again, and Optuna's schema-version bookkeeping (Alembic's import and its revision
+    read, 0.3-0.6 s of a worker's start) is made only if something asks for it.
+    """
     from optuna.storages import RDBStorage
 
     url = normalize_db_url(url)
     if is_sqlite(url):
         tune_sqlite_connections()
     kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url)}
+    if schema_checked:
+        kwargs.update(skip_compatibility_check=True, skip_table_creation=True)
     if heartbeat_interval:
         kwargs.update(
             heartbeat_interval=heartbeat_interval,
@@ -110,13 +121,49 @@ def open_optuna_storage(
             heartbeat_stale_trial_callback=stale_trial_callback,
         )
     try:
-        storage = RDBStorage(url, **kwargs)
+        with _versions_on_demand() if schema_checked else nullcontext():
+            storage = RDBStorage(url, **kwargs)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)
     return storage
+
+
+_VERSIONS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _versions_on_demand() -> Iterator[None]:
+    """While it is held, an ``RDBStorage`` opened makes its schema-version manager on first use.
+
+    Optuna makes it as a storage opens, whether or not its compatibility check is skipped. Another
+    thread opening a storage meanwhile gets one made on demand too, which is then made as soon as
+    its own check (if not skipped) asks for it: the same work, later.
+    """
+    from optuna.storages._rdb import storage as rdb
+
+    with _VERSIONS_LOCK:
+        make = rdb._VersionManager
+        rdb._VersionManager = lambda *args: _VersionsOnDemand(make, args)  # type: ignore[assignment,misc]
+        try:
+            yield
+        finally:
+            rdb._VersionManager = make  # type: ignore[misc]
+
+
+class _VersionsOnDemand:
+    """Optuna's ``_VersionManager`` for a storage, made by the first attribute read (an upgrade or
+    a version query: none of a worker's calls)."""
+
+    def __init__(self, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._make, self._args, self._made = make, args, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = self._make(*self._args)
+        return getattr(self._made, name)
 
 
 _STUDY_DISTRIBUTIONS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str], BaseDistribution]] = (

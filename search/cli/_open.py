@@ -8,6 +8,7 @@ import storage
 from search.cli._settings import resolve_locations
 from search.coordination import Coordinator
 from search.exceptions import SearchError
+from search.execution import schema_checked
 from search.settings import load_study, study_ref
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ def open_existing_with_locations(kwargs: dict[str, Any]) -> tuple[Coordinator, L
     if loc.embedded and not storage.sqlite_path(loc.storage_url).exists():
         raise SearchError(f"no study {name!r} here: {loc.project_dir} has no embedded store (give --storage?)")
     check_reachable(loc)
-    coordinator = Coordinator.existing(loc.storage_url, name)  # raises StudyNotFoundError with a clear line
+    # raises StudyNotFoundError with a clear line
+    coordinator = Coordinator.existing(loc.storage_url, name, schema_checked(loc.storage_url))
     return coordinator, loc
 
 

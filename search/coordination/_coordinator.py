@@ -35,14 +35,16 @@ WORKERS_ATTR = "hpsearch.workers_joined"
 class Coordinator:
     """One worker's (or the follower's) connection to a study's storage."""
 
-    def __init__(self, url: str, study_name: str) -> None:
+    def __init__(self, url: str, study_name: str, schema_checked: bool = False) -> None:
+        """``schema_checked``: the process that started this one has opened the storage at ``url``
+        in full just now (see :func:`storage.open_optuna_storage`)."""
         import optuna
 
         # Optuna logs every created study and trial at INFO; our own output says what matters.
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.url = url
         self.study_name = study_name
-        self.storage: RDBStorage = st.open_optuna_storage(url)
+        self.storage: RDBStorage = st.open_optuna_storage(url, schema_checked=schema_checked)
         self.on_reaped: Callable[[FrozenTrial], None] | None = None
         """Called with each dead trial this process fails (a worker ends its MLflow run)."""
         self._study_id: int | None = None
@@ -55,13 +57,13 @@ class Coordinator:
         return self._study_id
 
     @classmethod
-    def existing(cls, url: str, study_name: str) -> Coordinator:
+    def existing(cls, url: str, study_name: str, schema_checked: bool = False) -> Coordinator:
         """The coordinator of a study that must exist; creates nothing (not even Optuna's tables) if not."""
         if not st.has_optuna_tables(url):
             raise StudyNotFoundError(
                 f"study {study_name!r} does not exist in {st.describe(url)}; create it with `search start`"
             )
-        coordinator = cls(url, study_name)
+        coordinator = cls(url, study_name, schema_checked)
         coordinator.load()
         return coordinator
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         spawn_workers,
         wait_for_workers,
     )
-    from search.execution._machine import default_workers, parse_gpus, visible_gpus, worker_logs
+    from search.execution._machine import default_workers, parse_gpus, schema_checked, visible_gpus, worker_logs
     from search.execution._pruning import PruningHook
     from search.execution._slurm import SlurmArray
     from search.execution._slurm import submit as submit_array
@@ -75,6 +75,7 @@ _LAZY = {
     "run_rank": ("search.execution._gang", "run_rank"),
     "run_trial": ("search.execution._trial", "run_trial"),
     "run_worker": ("search.execution._worker", "run_worker"),
+    "schema_checked": ("search.execution._machine", "schema_checked"),
     "search_subset": ("search.execution._worker", "search_subset"),
     "spawn_early": ("search.execution._early", "spawn_early"),
     "spawn_worker": ("search.execution._local", "spawn_worker"),
@@ -117,6 +118,7 @@ __all__ = [
     "run_rank",
     "run_trial",
     "run_worker",
+    "schema_checked",
     "search_subset",
     "spawn_early",
     "spawn_worker",

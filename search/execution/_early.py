@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.execution._machine import usable_cores, worker_command, worker_logs
+from search.execution._machine import schema_checked_env, usable_cores, worker_command, worker_logs
 
 if TYPE_CHECKING:
     from search.settings import Locations
@@ -72,7 +72,7 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
     if go is not None:
         assert loc is not None, "a released worker needs the study's locations"
         # What a worker started now would inherit that was set after these started.
-        env = location_env(loc)
+        env = location_env(loc) | schema_checked_env(loc.storage_url)  # the study is made: its storage is checked
         if ENV_OUTAGE_LIMIT in os.environ:
             env[ENV_OUTAGE_LIMIT] = os.environ[ENV_OUTAGE_LIMIT]
     for proc in procs:
@@ -195,13 +195,10 @@ def _word_waiting() -> bool:
 
 
 def _import_storage() -> None:
-    """What opening the study's storage imports (Optuna's RDB storage checks its schema with
-    Alembic, which imports Mako and Pygments: 0.2-0.3 s)."""
-    import alembic.command  # noqa: F401
-    import alembic.config  # noqa: F401
-    import alembic.migration  # noqa: F401
-    import alembic.script  # noqa: F401
+    """What opening the study's storage imports (SQLAlchemy's ORM and Optuna's table models; not
+    Alembic: the command has checked the storage's schema, see ``_machine.ENV_SCHEMA_CHECKED``)."""
     import optuna.storages._rdb.models  # noqa: F401
+    import sqlalchemy.orm  # noqa: F401
 
 
 def _import_mlflow() -> None:

@@ -16,6 +16,7 @@ from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     MAX_DEFAULT_CPU_WORKERS,
     default_workers,
     parse_gpus,
+    schema_checked_env,
     usable_cores,
     visible_gpus,
     wake_workers,
@@ -53,7 +54,10 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
     logs.mkdir(parents=True, exist_ok=True)
     cmd, env = worker_command(name, index, count, gpus, debug)
     with open(logs / f"worker-{index}.log", "ab") as out:
-        return subprocess.Popen(cmd, env={**env, **location_env(loc)}, stdout=out, stderr=subprocess.STDOUT)
+        # This process has opened the study's storage (it found or created the study), so it is
+        # checked: the worker need not again.
+        env |= location_env(loc) | schema_checked_env(loc.storage_url)
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,

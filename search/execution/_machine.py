@@ -23,6 +23,12 @@ found nothing left to claim; idle workers re-check the study at once instead of 
 (:func:`idle_wait`), so the study's end does not wait up to a poll for them."""
 _WAKE_CHECK_S = 0.05
 
+ENV_SCHEMA_CHECKED = "HPSEARCH_SCHEMA_CHECKED"
+"""For a worker a ``search`` process starts once it has opened the study's storage in full (made or
+checked Optuna's tables): a digest of that storage's URL. The worker opens the same storage without
+checking its schema again (:func:`schema_checked`); a worker started by hand, by Slurm or on
+another node (perhaps with another Optuna) checks it."""
+
 MAX_DEFAULT_CPU_WORKERS = 16
 """The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
 
@@ -173,3 +179,20 @@ def idle_wait(seconds: float) -> None:
         time.sleep(min(_WAKE_CHECK_S, left))
         if size() != before:
             return
+
+
+def schema_checked_env(url: str) -> dict[str, str]:
+    """The environment that tells a worker started now that the storage at ``url`` was opened in full
+    by its starter (see :data:`ENV_SCHEMA_CHECKED`)."""
+    return {ENV_SCHEMA_CHECKED: _url_digest(url)}
+
+
+def schema_checked(url: str) -> bool:
+    """Whether this process's starter opened the storage at ``url`` in full before starting it."""
+    return os.environ.get(ENV_SCHEMA_CHECKED) == _url_digest(url)
+
+
+def _url_digest(url: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(url.encode()).hexdigest()[:16]

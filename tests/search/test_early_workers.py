@@ -175,7 +175,7 @@ for thread in threading.enumerate():
     if thread.name == "mlflow-import":  # the background import, if one was started
         thread.join(timeout=120)
 mlflow = _runlog._IMPORTED.is_set()
-print(name, "alembic" in sys.modules, mlflow, flush=True)
+print(name, "sqlalchemy.orm" in sys.modules, mlflow, flush=True)
 """
 
 
