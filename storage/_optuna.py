@@ -125,6 +125,10 @@ def open_optuna_storage(
             storage = RDBStorage(url, **kwargs)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
+    except RuntimeError as exc:  # Optuna's schema check: tables of an Optuna this one does not read
+        if "compatible with the table schema" not in str(exc):
+            raise
+        raise StorageError(f"cannot use database {describe(url)}: {exc}") from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)
@@ -139,13 +143,16 @@ def _versions_on_demand() -> Iterator[None]:
     """While it is held, an ``RDBStorage`` opened makes its schema-version manager on first use.
 
     Optuna makes it as a storage opens, whether or not its compatibility check is skipped. Another
-    thread opening a storage meanwhile gets one made on demand too, which is then made as soon as
-    its own check (if not skipped) asks for it: the same work, later.
+    thread opening a storage meanwhile (not through here) gets one made on demand too, which is
+    then made as soon as its own check (if not skipped) asks for it: the same work, later.
     """
     from optuna.storages._rdb import storage as rdb
 
-    with _VERSIONS_LOCK:
-        make = rdb._VersionManager
+    with _VERSIONS_LOCK:  # held while patched: a second opener must read the real one
+        make = getattr(rdb, "_VersionManager", None)
+        if make is None:  # another Optuna: its storage opens as it does (the checks stay skipped)
+            yield
+            return
         rdb._VersionManager = lambda *args: _VersionsOnDemand(make, args)  # type: ignore[assignment,misc]
         try:
             yield

@@ -52,7 +52,7 @@ def test_a_storage_opened_as_checked_imports_no_alembic_and_still_answers_versio
     assert _open_in_a_fresh_process(url, "checked") == ["False", "True", "2", "_VersionManager"]
 
 
-def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(url: str, monkeypatch) -> None:
+def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(url: str, cli, tmp_path, monkeypatch) -> None:
     """The check a worker skips is the one its starter made: one started otherwise still refuses a
     storage whose schema this Optuna does not know (here stamped with an unknown revision)."""
     optuna.create_study(study_name="made", storage=storage.open_optuna_storage(url))
@@ -60,8 +60,13 @@ def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(url: str, m
     with engine.begin() as conn:
         conn.execute(sqlalchemy.text("UPDATE alembic_version SET version_num = 'v9.9.9.a'"))
     engine.dispose()
-    with pytest.raises(RuntimeError, match="no longer compatible with the table schema"):
+    with pytest.raises(storage.StorageError, match="no longer compatible with the table schema") as refused:
         Coordinator(url, "made")
+    assert "\n" not in str(refused.value)
+    done = cli("worker", "--name", "made", "--storage", url, cwd=tmp_path)  # started by hand: one line
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [f"error: {refused.value}"]
+    assert str(refused.value).startswith(f"cannot use database {storage.describe(url)}: ")
     monkeypatch.setenv(_machine.ENV_SCHEMA_CHECKED, _machine.schema_checked_env(url)[_machine.ENV_SCHEMA_CHECKED])
     assert _machine.schema_checked(url)
     assert Coordinator(url, "made", _machine.schema_checked(url)).exists()
@@ -84,8 +89,8 @@ def test_search_start_marks_the_storage_checked_for_the_workers_it_starts(tmp_pa
     import json
     import types
 
-    from search.execution import _early, _local
     from search.cli import resolve_locations
+    from search.execution import _early, _local
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
     mark = _machine.schema_checked_env(loc.storage_url)
