@@ -2,8 +2,6 @@
 
 import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
 import optuna
 import pytest
@@ -12,15 +10,6 @@ import sqlalchemy
 import storage
 from search.coordination import Coordinator
 from search.execution import _machine
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return storage.sqlite_url(tmp_path / "optuna.db")
-    make: Callable[[], str] = request.getfixturevalue("pg_databases")
-    return make()
-
 
 _OPEN = """
 import sys
@@ -44,7 +33,8 @@ def _open_in_a_fresh_process(url: str, mode: str) -> list[str]:
     return done.stdout.split()
 
 
-def test_a_storage_opened_as_checked_imports_no_alembic_and_still_answers_version_queries(url: str) -> None:
+def test_a_storage_opened_as_checked_imports_no_alembic_and_still_answers_version_queries(study_url: str) -> None:
+    url = study_url
     optuna.create_study(study_name="made", storage=storage.open_optuna_storage(url))  # what the command does
     # In full: Optuna's version bookkeeping (Alembic) as it opens.
     assert _open_in_a_fresh_process(url, "full") == ["True", "True", "1", "_VersionManager"]
@@ -52,9 +42,12 @@ def test_a_storage_opened_as_checked_imports_no_alembic_and_still_answers_versio
     assert _open_in_a_fresh_process(url, "checked") == ["False", "True", "2", "_VersionManager"]
 
 
-def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(url: str, cli, tmp_path, monkeypatch) -> None:
+def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(
+    study_url: str, cli, tmp_path, monkeypatch
+) -> None:
     """The check a worker skips is the one its starter made: one started otherwise still refuses a
     storage whose schema this Optuna does not know (here stamped with an unknown revision)."""
+    url = study_url
     optuna.create_study(study_name="made", storage=storage.open_optuna_storage(url))
     engine = storage.create_engine(url)
     with engine.begin() as conn:
