@@ -91,7 +91,10 @@ def test_a_search_on_assigned_gpus_runs_one_worker_on_each_and_records_it(cli, t
     import optuna
 
     env = {**four_gpus, "CUDA_VISIBLE_DEVICES": "1,3"}
-    cli("start", "--study", SLEEP_STUDY, "--trials", "6", "--gpus", "all", *QUICK, cwd=tmp_path, env=env, check=True)
+    # The second worker starts once the first has claimed, and imports torch for seconds: trials long
+    # enough (3 s each, 18 s for one worker) that it joins before the first has claimed them all.
+    slow = ["--study-option", "epoch_seconds=1.5", *QUICK[2:]]
+    cli("start", "--study", SLEEP_STUDY, "--trials", "6", "--gpus", "all", *slow, cwd=tmp_path, env=env, check=True)
     study = optuna.load_study(study_name="sleep", storage=f"sqlite:///{tmp_path / '.search' / 'optuna.db'}")
     used = {t.user_attrs.get("gpus") for t in study.trials}
     assert used == {"1", "3"}  # each worker on one GPU of the set, none outside it
