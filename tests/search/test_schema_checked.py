@@ -27,6 +27,12 @@ print(before, current == head, len(study.trials), rdb._VersionManager.__name__, 
 """
 
 
+def _mark(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """This process's environment as a worker's whose starter opened ``url`` in full."""
+    for name, value in _machine.schema_checked_env(url).items():
+        monkeypatch.setenv(name, value)
+
+
 def _open_in_a_fresh_process(url: str, mode: str) -> list[str]:
     done = subprocess.run([sys.executable, "-c", _OPEN, url, mode], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -60,7 +66,7 @@ def test_only_a_hand_started_worker_meets_a_schema_of_another_optuna(
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [f"error: {refused.value}"]
     assert str(refused.value).startswith(f"cannot use database {storage.describe(url)}: ")
-    monkeypatch.setenv(_machine.ENV_SCHEMA_CHECKED, _machine.schema_checked_env(url)[_machine.ENV_SCHEMA_CHECKED])
+    _mark(monkeypatch, url)
     assert _machine.schema_checked(url)
     assert Coordinator(url, "made", _machine.schema_checked(url)).exists()
 
@@ -69,7 +75,7 @@ def test_the_mark_holds_for_the_storage_it_was_made_for_alone(monkeypatch) -> No
     one, other = "sqlite:////tmp/a/optuna.db", "postgresql+psycopg2://u:secret@db:5432/studies"
     monkeypatch.delenv(_machine.ENV_SCHEMA_CHECKED, raising=False)
     assert not _machine.schema_checked(one)  # a worker started by hand
-    monkeypatch.setenv(_machine.ENV_SCHEMA_CHECKED, _machine.schema_checked_env(one)[_machine.ENV_SCHEMA_CHECKED])
+    _mark(monkeypatch, one)
     assert _machine.schema_checked(one)
     assert not _machine.schema_checked(other)  # pointed elsewhere: checks
     assert "secret" not in _machine.schema_checked_env(other)[_machine.ENV_SCHEMA_CHECKED]
