@@ -73,7 +73,9 @@ class PruningHook:
         storage = trial.study._storage  # workers' studies are in an RDBStorage
         self._trials = trials or st.StudyTrials(storage, trial.study._study_id)  # type: ignore[arg-type]
         self._directions: list[Any] | None = None
-        self._running = reads_running_trials(trial.study.pruner)  # else running trials are read once
+        # Else running trials are read once, and this trial's rung records not at all: the pruners
+        # that read no other running trial read only this trial's values and the complete trials.
+        self._running = reads_running_trials(trial.study.pruner)
 
     def checkpoint_saved(self, epoch: int) -> None:
         """The epoch about to be reported is in a checkpoint: store it with every value before it."""
@@ -90,7 +92,8 @@ class PruningHook:
             due = self._checkpointed or time.monotonic() - self._stored_at >= STORE_EVERY_S
             store = bool(self.unstored) and due
             if store or ask:
-                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask, running=self._running)
+                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask, running=self._running,
+                                    own_attrs=self._running)  # fmt: skip
             if store:
                 self.unstored, self._stored_at, self._checkpointed = {}, time.monotonic(), False
             if not ask:
@@ -98,7 +101,8 @@ class PruningHook:
             if self._directions is None:
                 self._directions = study.directions
             current = copy.copy(trial._cached_frozen_trial)  # params and values as this worker reported them
-            current.system_attrs = self._trials.own_system_attrs  # rung records as stored
+            if self._running:
+                current.system_attrs = self._trials.own_system_attrs  # rung records as stored
             seen = _StudyAsSeen(study, self._trials.with_own(current), self._directions)
             prune = study.pruner.prune(seen, current)  # type: ignore[arg-type]  # a study, as pruners read it
             self._last_asked, self.asked = epoch, self.asked + 1

@@ -57,8 +57,9 @@ def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable
 
 def reads_running_trials(pruner: Any) -> bool:
     """Whether ``pruner`` reads other running trials (their values, their rung records): the median
-    and percentile rules, Wilcoxon's and a threshold read only this trial and complete ones, so the
-    study they are handed may hold the running ones as first read (``storage.StudyTrials``)."""
+    and percentile rules, Wilcoxon's and a threshold read only this trial's values and complete
+    trials, so the study they are handed may hold the running ones as first read, and this trial's
+    system attributes (rung records) need not be read at all (``storage.StudyTrials``)."""
     import optuna
 
     from search.settings._pruners import AdaptiveMedian

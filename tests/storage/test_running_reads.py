@@ -83,3 +83,29 @@ def test_an_unknown_pruner_is_taken_to_read_running_trials() -> None:
             return False
 
     assert reads_running_trials(Custom())
+
+
+def test_the_reporting_trials_rung_records_are_read_only_when_asked_for(tmp_path) -> None:
+    import sqlalchemy
+
+    study = _study(tmp_path)
+    own = study.ask()
+    backend = study._storage._backend
+    backend.set_trial_system_attr(own._trial_id, "completed_rung_0", 0.5)
+    copy = storage.StudyTrials(backend, study._study_id)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    sqlalchemy.event.listen(backend.engine, "before_cursor_execute", seen)
+    try:
+        copy.report(own._trial_id, {1: 0.7}, refresh=True, running=False, own_attrs=False)
+        assert copy.own_system_attrs == {}
+        assert statements and not [s for s in statements if "trial_system_attributes" in s]
+        copy.report(own._trial_id, {2: 0.6}, refresh=True, running=True)  # a reader of rung records
+        assert copy.own_system_attrs == {"completed_rung_0": 0.5}
+        assert [s for s in statements if "trial_system_attributes" in s]
+    finally:
+        sqlalchemy.event.remove(backend.engine, "before_cursor_execute", seen)
+    assert study._storage.get_trial(own._trial_id).intermediate_values == {1: 0.7, 2: 0.6}
