@@ -127,8 +127,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
         if not pruned and epoch < problem.epochs:
+            counter += 1  # a fresh tie-breaker: the trials themselves do not compare
             heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
-            counter += 1
             continue
         finished += 1
         if pruned:

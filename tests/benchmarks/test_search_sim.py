@@ -38,6 +38,30 @@ def test_the_clock_and_the_accounting_follow_the_workers():
     assert trace.events[-1].best == min(min(c) for c in trace.curves)
 
 
+class Uneven(Toy):
+    """A trial with x > 0.5 spends 2 s on its first epoch, the others 1 s: epochs end together."""
+
+    epochs = 3
+
+    def curve(self, params):
+        return Curve([1.0, 0.5, 0.25], [2.0 if params["x"] > 0.5 else 1.0, 1.0, 1.0])
+
+
+def test_epochs_that_end_at_the_same_moment_are_taken_in_turn():
+    """A new trial's first epoch and a running one's next can end at the same moment; the simulator
+    failed there (it compared the trials) before each entry had its own tie-breaker."""
+
+    def build(problem, seed):
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+        for x in (0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0):
+            study.enqueue_trial({"x": x})
+        return study
+
+    trace = simulate(Uneven(), Strategy("fixed", build=build), workers=2, seed=0, trials=8)
+    assert [e.seconds for e in trace.events] == [3.0, 4.0, 6.0, 7.0, 10.0, 10.0, 13.0, 14.0]
+    assert trace.events[-1].epochs == 8 * 3
+
+
 def test_the_top_k_baseline_counts_epochs_as_they_are_trained():
     trace = top_k_after_one_epoch(Toy(), workers=2, seed=0, trials=4, epochs_budget=16)
     # 4 first epochs on 2 workers (2 s), then each worker continues one config for 3 epochs: the first
