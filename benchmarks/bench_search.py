@@ -496,12 +496,15 @@ def experiments() -> dict[str, Strategy]:
     """Strategies the product does not offer, kept so that measured results can be run again
     (simulate mode only; named, never part of the default "all")."""
     from curves_tpe import curves_study
+    from lhs_startup import lhs_study
     from wave_pruner import wave_study
 
     return {"tpe-curves": Strategy("tpe-curves", build=curves_study(0.0)),
             "tpe-curves-q": Strategy("tpe-curves-q", build=curves_study(0.25)),
             "wave10": Strategy("wave10", build=wave_study(10)),
-            "wave16": Strategy("wave16", build=wave_study(16))}  # fmt: skip
+            "wave16": Strategy("wave16", build=wave_study(16)),
+            "lhs10": Strategy("lhs10", build=lhs_study(10)),
+            "lhs32": Strategy("lhs32", build=lhs_study(32))}  # fmt: skip
 
 
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
