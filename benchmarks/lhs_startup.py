@@ -44,7 +44,7 @@ def from_unit(u: float, dist: BaseDistribution) -> Any:
         return dist.choices[min(len(dist.choices) - 1, int(u * len(dist.choices)))]
     if isinstance(dist, IntDistribution):
         if dist.log:
-            lo, hi = math.log(dist.low - 0.5 + 1e-9 if dist.low > 0.5 else dist.low), math.log(dist.high + 0.5)
+            lo, hi = math.log(dist.low - 0.5 + 1e-9), math.log(dist.high + 0.5)  # a log scale has low >= 1
             value = round(math.exp(lo + u * (hi - lo)))
         else:
             value = dist.low + int(u * ((dist.high - dist.low) // dist.step + 1)) * dist.step

@@ -15,19 +15,9 @@ from search.settings import SearchSettings, make_pruner, make_sampler
 X = FloatDistribution(0.0, 1.0)
 
 
-def _numbered(state: TrialState, curve: list[float], x: float, number: int) -> optuna.trial.FrozenTrial:
-    trial = optuna.trial.create_trial(
-        state=state, params={"x": x}, distributions={"x": X},
-        intermediate_values={epoch: v for epoch, v in enumerate(curve, start=1)},
-        value=curve[-1] if state == TrialState.COMPLETE else None,
-    )  # fmt: skip
-    trial.number = number
-    return trial
-
-
-def test_running_trials_that_reached_the_common_epoch_are_shown_pruned_there():
-    running = [_numbered(TrialState.RUNNING, [1.0] * n, 0.5, i) for i, n in enumerate([5, 4, 3, 2, 0])]
-    done = _numbered(TrialState.COMPLETE, [0.9, 0.8], 0.1, 5)
+def test_running_trials_that_reached_the_common_epoch_are_shown_pruned_there(numbered):
+    running = [numbered(TrialState.RUNNING, [1.0] * n, 0.5, i) for i, n in enumerate([5, 4, 3, 2, 0])]
+    done = numbered(TrialState.COMPLETE, [0.9, 0.8], 0.1, 5)
     shown = {t.number: t for t in as_partial([*running, done])}
     # 4 running trials have reported: the epoch half of them reached is 4 (trials 0 and 1).
     assert [shown[i].state for i in range(5)] == [TrialState.PRUNED] * 2 + [TrialState.RUNNING] * 3
@@ -37,8 +27,8 @@ def test_running_trials_that_reached_the_common_epoch_are_shown_pruned_there():
     assert running[0].state == TrialState.RUNNING and len(running[0].intermediate_values) == 5  # not changed
 
 
-def test_one_running_trial_is_left_running():
-    trials = [_numbered(TrialState.RUNNING, [1.0, 0.9], 0.5, 0), _numbered(TrialState.COMPLETE, [1.0], 0.2, 1)]
+def test_one_running_trial_is_left_running(numbered):
+    trials = [numbered(TrialState.RUNNING, [1.0, 0.9], 0.5, 0), numbered(TrialState.COMPLETE, [1.0], 0.2, 1)]
     assert as_partial(trials) == trials
 
 
@@ -84,7 +74,7 @@ def test_a_first_wave_of_running_trials_guides_the_next_suggestions():
     assert abs(medians["TPESampler"] - 0.8) > abs(medians["CurvesTPESampler"] - 0.8)
 
 
-def test_a_common_epoch_below_the_minimum_is_not_used():
-    running = [_numbered(TrialState.RUNNING, [1.0] * 3, 0.5, i) for i in range(4)]
+def test_a_common_epoch_below_the_minimum_is_not_used(numbered):
+    running = [numbered(TrialState.RUNNING, [1.0] * 3, 0.5, i) for i in range(4)]
     assert [t.state for t in as_partial(running, min_epoch=4)] == [TrialState.RUNNING] * 4
     assert [t.state for t in as_partial(running, min_epoch=3)] == [TrialState.PRUNED] * 4

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import optuna
-from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
 from benchmarks.wave_pruner import WaveMedian, wave_rung, wave_study
 from search.settings import SearchSettings, make_pruner
 from search.settings._pruners import AdaptiveMedian
-
-X = FloatDistribution(0.0, 1.0)
-
-
-def _trial(number: int, curve: list[float], state: TrialState = TrialState.RUNNING) -> optuna.trial.FrozenTrial:
-    trial = optuna.trial.create_trial(
-        state=state, params={"x": 0.5}, distributions={"x": X},
-        intermediate_values={epoch: v for epoch, v in enumerate(curve, start=1)},
-        value=curve[-1] if state == TrialState.COMPLETE else None,
-    )  # fmt: skip
-    trial.number = number
-    return trial
 
 
 def _curves(n: int, epochs: int) -> list[list[float]]:
@@ -28,8 +15,8 @@ def _curves(n: int, epochs: int) -> list[list[float]]:
     return [[100.0 + i, *(float(n - i) + e / 10 for e in range(1, epochs))] for i in range(n)]
 
 
-def test_the_rung_is_the_first_epoch_that_ranks_the_trials_as_the_horizon_does():
-    trials = [_trial(i, c) for i, c in enumerate(_curves(10, 6))]
+def test_the_rung_is_the_first_epoch_that_ranks_the_trials_as_the_horizon_does(numbered):
+    trials = [numbered(TrialState.RUNNING, c, 0.5, i) for i, c in enumerate(_curves(10, 6))]
     assert wave_rung(trials, wave=10, factor=3, rho=0.8) == 2  # horizon 6
     assert wave_rung(trials, wave=10, factor=4, rho=0.8) is None  # the rung must lie at horizon / 4 or before
     assert wave_rung(trials[:9], wave=10, factor=3, rho=0.8) is None  # no wave yet
@@ -42,22 +29,20 @@ def _study(trials: list[optuna.trial.FrozenTrial], pruner: optuna.pruners.BasePr
     return study
 
 
-def test_before_the_complete_trials_it_prunes_below_the_others_from_the_rung_on():
+def test_before_the_complete_trials_it_prunes_below_the_others_from_the_rung_on(numbered):
     curves = _curves(10, 6)
     pruner = WaveMedian(5, 0.8, wave=10)
-    study = _study([_trial(i, c) for i, c in enumerate(curves)], pruner)
+    study = _study([numbered(TrialState.RUNNING, c, 0.5, i) for i, c in enumerate(curves)], pruner)
     worst, best = study.trials[0], study.trials[9]  # at epoch 2 on: trial 0 has the highest values
     assert pruner.prune(study, worst) and not pruner.prune(study, best)
-    early = optuna.trial.create_trial(state=TrialState.RUNNING, params={"x": 0.5}, distributions={"x": X},
-                                      intermediate_values={1: 99.0})  # fmt: skip
-    early.number = 10
+    early = numbered(TrialState.RUNNING, [99.0], 0.5, 10)
     assert not pruner.prune(study, early)  # before the rung
     assert not make_pruner("median:warmup=auto", 6).prune(study, worst)  # the default waits for 5 complete
 
 
-def test_once_enough_trials_complete_it_decides_as_the_default():
+def test_once_enough_trials_complete_it_decides_as_the_default(numbered):
     curves = _curves(12, 6)
-    trials = [_trial(i, c, TrialState.COMPLETE if i >= 6 else TrialState.RUNNING) for i, c in enumerate(curves)]
+    trials = [numbered(TrialState.COMPLETE if i >= 6 else TrialState.RUNNING, c, 0.5, i) for i, c in enumerate(curves)]
     default = make_pruner("median:warmup=auto", 6)
     assert isinstance(default, AdaptiveMedian)
     decisions = []
