@@ -166,6 +166,20 @@ def export_model(model: Any, data: Any) -> Any:
     return (nn.Sequential(data.preprocess, model) if data.preprocess is not None else model).cpu().eval()
 
 
+def pt2_requirements() -> list[str]:
+    """What a model logged in MLflow's pt2 format needs besides MLflow (which adds its own pin):
+    the pins MLflow's inference finds for such a model (torch without a local label like ``+cpu``,
+    and what its pyfunc loader imports), less tqdm, which only MLflow's own import brings in."""
+    import cloudpickle
+    import numpy
+    import pandas
+    import torch
+
+    torch_version = torch.__version__.split("+", 1)[0]
+    return [f"torch=={torch_version}", f"cloudpickle=={cloudpickle.__version__}",
+            f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}"]  # fmt: skip
+
+
 def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_name: str) -> str:
     import mlflow
     import numpy as np
@@ -185,7 +199,10 @@ def _log_and_register(tracker: Any, run_id: str, model: Any, data: Any, model_na
     mlflow.set_tracking_uri(tracker.location.tracking_uri)
     mlflow.set_registry_uri(tracker.location.registry_uri)
     # MLflow's default format (pt2) traces the model on the input example; without one, pickle it.
-    fmt = {} if example is not None else {"serialization_format": "pickle"}
+    # A pt2 file loads with torch alone (the graph holds no study code), so its requirements are
+    # known: MLflow's inference of them reloads the model in a new Python process (7-8 s here). A
+    # pickled model may import whatever its study's code does: that is inferred.
+    fmt = {"pip_requirements": pt2_requirements()} if example is not None else {"serialization_format": "pickle"}
     with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
         # MLflow reloads the pt2 file to check the input example, and torch's archive reader (2.11)
         # warns about its own read-only buffers and shared storages: nothing a user can act on.

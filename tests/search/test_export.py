@@ -46,6 +46,30 @@ def test_the_retrain_logs_checked_onnx_and_torchscript_files(resmlp_champion):
     assert [(c["format"], c["ok"]) for c in checks] == [("onnx", True), ("torchscript", True)]
 
 
+def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resmlp_champion):
+    """A pt2 model's requirements are known (torch loads it): given, not inferred in a second
+    process. They are the installed versions, torch's without a local label such as ``+cpu``."""
+    import cloudpickle
+    import mlflow
+    import pandas
+
+    uri = f"sqlite:///{resmlp_champion / '.search' / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        lines = Path(mlflow.pyfunc.get_model_dependencies("models:/resmlp@champion")).read_text().split()
+    finally:
+        mlflow.set_tracking_uri(None)
+        mlflow.set_registry_uri(None)
+    assert lines == [
+        f"mlflow=={mlflow.__version__}",
+        f"torch=={torch.__version__.split('+')[0]}",
+        f"cloudpickle=={cloudpickle.__version__}",
+        f"numpy=={np.__version__}",
+        f"pandas=={pandas.__version__}",
+    ]
+
+
 def test_search_export_writes_files_that_run_without_this_project(resmlp_champion, cli):
     from sklearn.datasets import load_digits
 
