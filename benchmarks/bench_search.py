@@ -136,8 +136,8 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
                                     and t.seed == seed)  # fmt: skip
                         traces.append(Trace(name, problem.name, workers, seed, twin.events, twin.curves))
                         continue
-                    trace = simulate(problem, strategy, workers, seed, trials=args.trials,
-                                     epochs_budget=max(FTE_BUDGETS) * problem.epochs)  # fmt: skip
+                    trace = (strategy.run or simulate)(problem, strategy, workers, seed, trials=args.trials,
+                                                       epochs_budget=max(FTE_BUDGETS) * problem.epochs)  # fmt: skip
                     trace.workers = workers
                     traces.append(trace)
                 trace = top_k_after_one_epoch(problem, workers, seed, trials=args.trials,
@@ -497,6 +497,7 @@ def experiments() -> dict[str, Strategy]:
     (simulate mode only; named, never part of the default "all")."""
     from curves_tpe import curves_study
     from lhs_startup import lhs_study
+    from pause_thaw import paused_search
     from wave_pruner import wave_study
 
     return {"tpe-curves": Strategy("tpe-curves", build=curves_study(0.0)),
@@ -504,7 +505,8 @@ def experiments() -> dict[str, Strategy]:
             "wave10": Strategy("wave10", build=wave_study(10)),
             "wave16": Strategy("wave16", build=wave_study(16)),
             "lhs10": Strategy("lhs10", build=lhs_study(10)),
-            "lhs32": Strategy("lhs32", build=lhs_study(32))}  # fmt: skip
+            "lhs32": Strategy("lhs32", build=lhs_study(32)),
+            "pause10": Strategy("pause10", run=paused_search(10))}  # fmt: skip
 
 
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:

@@ -50,6 +50,9 @@ class Strategy:
     """A study built another way (the plain script's sampler and pruner); None: from the specs."""
     sequential: bool = False
     """Always one worker, whatever the run's worker count (the sequential script)."""
+    run: Callable[..., Trace] | None = None
+    """A simulation of its own, called as :func:`simulate` is (an experiment that schedules the
+    workers' trials another way); None: :func:`simulate`."""
 
 
 @dataclass
