@@ -168,8 +168,9 @@ def export_model(model: Any, data: Any) -> Any:
 
 def pt2_requirements() -> list[str]:
     """What a model logged in MLflow's pt2 format needs besides MLflow (which adds its own pin):
-    the pins MLflow's inference finds for such a model (torch without a local label like ``+cpu``,
-    and what its pyfunc loader imports), less tqdm, which only MLflow's own import brings in."""
+    MLflow's PyTorch flavor's defaults (torch, without a local label such as ``+cpu``, and
+    cloudpickle) and what its pyfunc loader works with (NumPy, pandas), at the installed versions.
+    MLflow's inference found these here (and tqdm, which MLflow's own import brings in)."""
     import cloudpickle
     import numpy
     import pandas
