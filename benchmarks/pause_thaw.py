@@ -80,11 +80,14 @@ def simulate_paused(problem: Problem, study: optuna.Study, early: WaveMedian, st
             best = min(best, value)
         trace.events.append(Event(now, used, finished, best))
 
+    def room() -> bool:
+        """Whether the budget allows a new trial: paused trials keep their places in it."""
+        return finished + len(queue) + len(paused) < trials or used < epochs_budget
+
     def take_work(now: float) -> None:
         """A worker is free: resume a paused trial if one may go on, else start a new one if the budget allows."""
         while paused:
-            room = finished + len(queue) + len(paused) < trials or used < epochs_budget
-            if complete < startup and room:
+            if complete < startup and room():
                 break
             paused.sort(key=lambda p: min(p[1].values[: p[2]]))
             trial, curve, epoch = paused.pop(0)
@@ -95,7 +98,7 @@ def simulate_paused(problem: Problem, study: optuna.Study, early: WaveMedian, st
             log.append(("resume", trial.number, epoch))
             push(now + curve.seconds[epoch], trial, curve, epoch + 1)
             return
-        if finished + len(queue) + len(paused) < trials or used < epochs_budget:
+        if room():
             trial = study.ask(space)
             curve = problem.curve(dict(trial.params))
             push(now + curve.seconds[0], trial, curve, 1)
