@@ -29,6 +29,12 @@ class Infra:
     checkpoint (the start of the fit, at first), so every epoch once epochs take this long, and
     always after the last epoch: a run of many short epochs saves every ``checkpoint_every``
     seconds, not every epoch. ``best.pt`` is then not kept (its epoch may never have been saved)."""
+    checkpoint_last: bool = True
+    """With ``checkpoint_every`` above 0, always write a checkpoint after the last epoch (the run's
+    final state, to resume from or to read). ``False`` treats the last epoch as any other: for a
+    caller that deletes a finished run's checkpoints unread (a search's trials), which then saves
+    that write; a run killed after its last epoch loses at most ``checkpoint_every`` seconds, as one
+    killed earlier. No effect when ``checkpoint_every`` is 0."""
     resume: bool = True
     """Resume from the newest good checkpoint in ``checkpoint_dir`` when there is one."""
     cpu: bool = False

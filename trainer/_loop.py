@@ -231,8 +231,8 @@ def _record(run: Run, epoch: int, metrics: dict[str, float]) -> bool:
 def _checkpoint_due(run: Run, epoch: int, epoch_seconds: float) -> bool:
     """After every epoch, or (``checkpoint_every``) when waiting for the next one would lose more;
     the main process decides for all, since writing one is a collective (gathers, FSDP state)."""
-    every = run.infra.checkpoint_every
-    due = not every or epoch == run.config.epochs or time.perf_counter() - run.saved_at + epoch_seconds >= every
+    every, last = run.infra.checkpoint_every, epoch == run.config.epochs and run.infra.checkpoint_last
+    due = not every or last or time.perf_counter() - run.saved_at + epoch_seconds >= every
     if run.accelerator.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 

@@ -151,6 +151,7 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         resume=True,
         keep_last=2,  # two, so a damaged newest one has a fallback
         checkpoint_every=ctx.record.settings.checkpoint_every,  # ranks of a group follow rank 0's decisions
+        checkpoint_last=False,  # a finished trial's checkpoints are deleted unread (run_trial)
     )
     if ctx.gang is not None:
         config = config.replace(sharding=group_sharding())

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+
 SEARCH_EPOCHS = 4
 BUDGET = 8
 CURVES: list[tuple[str, list[float], str]] = [
@@ -122,6 +124,27 @@ def study_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def make_demo() -> Any:
     """:func:`make_demo_study`, for tests that need a study in another state."""
     return make_demo_study
+
+
+@pytest.fixture
+def claimed_sleep_trial(tmp_path: Path) -> Any:
+    """``make(settings=None, **study_options)``: a one-trial sleep study (epochs of no time, pruner
+    ``none`` unless ``settings`` say otherwise) in embedded stores under ``tmp_path``, a worker's
+    context on it, and the trial that worker claimed, as ``(ctx, trial)``."""
+    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.execution import connect
+    from search.settings import SearchSettings
+
+    def make(settings: Any = None, **study_options: Any) -> tuple[Any, Any]:
+        loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
+        opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings or SearchSettings(pruner="none"),
+                            study_options={"epoch_seconds": 0.0, **study_options})  # fmt: skip
+        create_or_resume(loc, prepare(opts), 1)
+        ctx = connect(loc, "sleep", "test-worker")
+        trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+        return ctx, trial
+
+    return make
 
 
 @pytest.fixture

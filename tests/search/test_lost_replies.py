@@ -54,30 +54,14 @@ def test_a_lost_reply_after_a_suggestion_never_trains_other_params_than_stored(t
     assert {"x": params.x, "lr": params.lr} == stored
 
 
-def _claimed_sleep_trial(tmp_path):
-    """A one-trial sleep study in embedded stores under ``tmp_path``, a worker's context on it, and
-    the trial that worker claimed."""
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
-    from search.execution import connect
-    from search.settings import SearchSettings
-
-    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=SearchSettings(pruner="none"),
-                        study_options={"epoch_seconds": 0.0})  # fmt: skip
-    create_or_resume(loc, prepare(opts), 1)
-    ctx = connect(loc, "sleep", "test-worker")
-    trial, _ = ctx.coordinator.claim(ctx.optuna_study)
-    return ctx, trial
-
-
-def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(tmp_path):
+def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(claimed_sleep_trial):
     """Frozen (SIGSTOP) between creating its MLflow run and storing the run's id on the trial: the
     trial was reaped meanwhile, with no run to end. The worker ends the run it made when it wakes."""
     from optuna.trial import TrialState
 
     from search.execution._trial import run_trial
 
-    ctx, trial = _claimed_sleep_trial(tmp_path)
+    ctx, trial = claimed_sleep_trial()
     created = []
     create_run = ctx.tracker.client.create_run
 
@@ -95,7 +79,7 @@ def test_a_trial_taken_over_before_its_run_id_was_stored_leaves_no_run_running(t
 
 
 @pytest.mark.parametrize("finisher", ["this-worker", "a-reaper"])
-def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkeypatch, finisher):
+def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(claimed_sleep_trial, monkeypatch, finisher):
     """The trial's final state, value and attributes are one write; its reply is lost. The retry
     finds the trial finished: by that write (the trial is this worker's, COMPLETE, attributes and
     value stored once) or by a reaper in between (the trial is lost to its retry)."""
@@ -106,7 +90,7 @@ def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(tmp_path, monkey
     from search.execution._trial import run_trial
 
     monkeypatch.setattr(_resilience, "OUTAGE", _resilience._Outage())
-    ctx, trial = _claimed_sleep_trial(tmp_path)
+    ctx, trial = claimed_sleep_trial()
     real = _finish.finish_trial
     calls = []
 

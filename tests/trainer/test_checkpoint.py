@@ -130,13 +130,14 @@ def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp
     and speed switches: the run resumes and ends where an uninterrupted one does."""
     uninterrupted = _model(0)
     _fit(uninterrupted, _config(), trainer.Infra(cpu=True))
-    first = _infra(tmp_path / "first", resume=False, cpu=True)  # a first attempt may say resume=False
+    # A first attempt may say resume=False (and checkpoint_last=False, no effect with every epoch saved).
+    first = _infra(tmp_path / "first", resume=False, cpu=True, checkpoint_last=False)
     _fit(_model(0), _config(), first, hooks=[StopAt(2)])
     shutil.copytree(tmp_path / "first", tmp_path / "moved")
     cuda = torch.cuda.is_available()  # cpu=False trains on a GPU there: the same weights need cpu=True
     moved = first.replace(
         checkpoint_dir=tmp_path / "moved", keep_last=3, checkpoint_every=3600.0, resume=True, cpu=cuda,
-        num_workers=0, channels_last=True, cudnn_benchmark=True, tf32=False,
+        num_workers=0, channels_last=True, cudnn_benchmark=True, tf32=False, checkpoint_last=True,
     )  # fmt: skip
     changed = {k for k, v in moved.to_dict().items() if v != first.to_dict()[k]}
     every = {f.name for f in dataclasses.fields(trainer.Infra)}
@@ -171,9 +172,11 @@ def test_a_checkpoint_with_the_old_all_in_one_config_resumes(tmp_path: Path) -> 
     assert resumed.resumed_from_epoch == 2 and same_weights(resumed_model, uninterrupted)
 
 
-def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_path: Path) -> None:
+@pytest.mark.parametrize("last", [True, False], ids=["last-always", "last-as-any"])
+def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_path: Path, last: bool) -> None:
     """Epochs of ~60 ms with a 0.25 s bound: a checkpoint every few epochs, never more than the bound
-    plus one epoch of training behind, the last epoch always, no best.pt; resuming from one is exact."""
+    plus one epoch of training behind, the last epoch always (or with ``checkpoint_last=False`` only
+    when the bound asks for it), no best.pt; resuming from one is exact."""
     import time
 
     ends: dict[int, float] = {}
@@ -185,11 +188,13 @@ def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_pat
         ends[epoch] = time.perf_counter()
         return False
 
-    config, infra = _config(epochs=16), _infra(tmp_path, keep_last=100, checkpoint_every=0.25)
+    config = _config(epochs=16)
+    infra = _infra(tmp_path, keep_last=100, checkpoint_every=0.25, checkpoint_last=last)
     result = _fit(_model(0), config, infra, hooks=[mark], on_step=slow_step)
     assert sorted(ends) == list(range(1, 17))
     saved = sorted(int(p.stem.removeprefix("epoch-")) for p in tmp_path.glob("epoch-*.pt"))
-    assert saved[-1] == 16 and 2 <= len(saved) < 16, saved
+    assert (saved[-1] == 16) if last else (saved[-1] <= 16), saved
+    assert 2 <= len(saved) < 16, saved
     assert not (tmp_path / "best.pt").exists() and result.best_checkpoint is None
     took = {h["epoch"]: h["epoch_seconds"] for h in result.history}
     for epoch in range(1, 17):  # a kill at the end of `epoch` loses the training since the last save before it
@@ -249,6 +254,14 @@ def test_a_checkpoint_listener_hears_of_each_checkpoint_before_its_epochs_hooks(
     hourly = tmp_path / "hourly"
     _fit(_model(0), _config(epochs=3), _infra(hourly, checkpoint_every=3600), hooks=[Listener(hourly)])
     assert events == [("epoch", 1), ("epoch", 2), ("saved", 3), ("epoch", 3)]  # only the last epoch's was due
+    events.clear()
+    unread = tmp_path / "unread"  # a caller that deletes a finished run's checkpoints: none was due
+    _fit(_model(0), _config(epochs=3), _infra(unread, checkpoint_every=3600, checkpoint_last=False),
+         hooks=[Listener(unread)])  # fmt: skip
+    assert events == [("epoch", 1), ("epoch", 2), ("epoch", 3)] and not any(unread.glob("epoch-*.pt"))
+    events.clear()
+    _fit(_model(0), _config(epochs=3), _infra(unread, checkpoint_last=False), hooks=[Listener(unread)])
+    assert events == [(kind, e) for e in (1, 2, 3) for kind in ("saved", "epoch")]  # every epoch: no effect
     events.clear()
     _fit(_model(0), _config(epochs=3), None, hooks=[Listener()])
     assert events == [("epoch", 1), ("epoch", 2), ("epoch", 3)]
