@@ -342,8 +342,12 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     assert coordinator.storage.get_trial(live._trial_id).state.name == "RUNNING"
 
 
-def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(tmp_path):
-    """A worker that died after its trial's last checkpoint, before telling: the retry trains nothing."""
+@pytest.mark.parametrize(("every", "resumed"), [(0, 3), (30, 0)], ids=["every-epoch", "every-30s"])
+def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(tmp_path, every, resumed):
+    """A worker that died after its trial's last epoch, before telling. With a checkpoint every epoch
+    the retry resumes after the last one and trains nothing; with 30 s between checkpoints none was
+    due in a trial this short (its last epoch is saved only when due, since a finished trial's
+    checkpoints are deleted unread), so the retry trains it again: a loss within the bound."""
     from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.execution._pruning import PruningHook
@@ -351,7 +355,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    settings = SearchSettings(heartbeat_interval=1, grace_period=2, pruner="none")
+    settings = SearchSettings(heartbeat_interval=1, grace_period=2, pruner="none", checkpoint_every=every)
     opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings, study_options={"epoch_seconds": 0.0})
     create_or_resume(loc, prepare(opts), 1)
     ctx = connect(loc, "sleep", "test-worker")
@@ -367,8 +371,12 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     outcome = run_trial(ctx, retry)
     finished = ctx.coordinator.storage.get_trial(retry._trial_id)
     assert reaped.number == dead.number and finished.system_attrs["failed_trial"] == dead.number
-    assert outcome.state == "COMPLETE" and finished.value == min(reported.values())
-    assert finished.user_attrs["resumed_from_epoch"] == 3
+    assert finished.user_attrs["resumed_from_epoch"] == resumed
+    if resumed:  # its values were stored with the checkpoint that holds them
+        assert sorted(reported) == [1, 2, 3] and finished.value == min(reported.values())
+    else:  # nothing was stored: the dead attempt's values came with no checkpoint, nor a tell
+        assert reported == {} and finished.user_attrs["epochs_run"] == 3
+    assert outcome.state == "COMPLETE" and finished.value == min(finished.intermediate_values.values())
 
 
 # -- Ctrl-C ---------------------------------------------------------------------------------------
