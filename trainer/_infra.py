@@ -27,8 +27,9 @@ class Infra:
     """Seconds of training a killed run may lose. 0 writes a checkpoint after every epoch. Above 0,
     one is written after an epoch when the next epoch would end more than this after the last
     checkpoint (the start of the fit, at first), so every epoch once epochs take this long, and
-    always after the last epoch: a run of many short epochs saves every ``checkpoint_every``
-    seconds, not every epoch. ``best.pt`` is then not kept (its epoch may never have been saved)."""
+    after the last epoch (see ``checkpoint_last``): a run of many short epochs saves every
+    ``checkpoint_every`` seconds, not every epoch. ``best.pt`` is then not kept (its epoch may
+    never have been saved)."""
     checkpoint_last: bool = True
     """With ``checkpoint_every`` above 0, always write a checkpoint after the last epoch (the run's
     final state, to resume from or to read). ``False`` treats the last epoch as any other: for a
