@@ -73,13 +73,16 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
     spared: set[int] = set()  # ended as not needed (see end_unjoined): they exit as having succeeded
     try:
         while True:
+            # One look at each worker a pass: a worker that exited between a look for a stalled exit
+            # and a look for any exit would count as done, and its stalled trial's retry find no worker.
+            codes = [p.poll() for p in procs]
             if restart is not None:
-                for index, proc in enumerate(procs):
-                    if proc.poll() == EXIT_STALLED:
+                for index, code in enumerate(codes):
+                    if code == EXIT_STALLED:
                         log.warning("worker %d ended after failing a stalled trial (exit code %d); starting a fresh "
                                     "one", index, EXIT_STALLED)  # fmt: skip
-                        procs[index] = restart(index)
-            exited = [p.poll() is not None for p in procs]
+                        procs[index], codes[index] = restart(index), None
+            exited = [code is not None for code in codes]
             if all(exited):
                 break
             if exited.count(True) > done:  # a worker found the study over: the idle rest need not poll

@@ -276,3 +276,34 @@ def test_when_one_local_worker_exits_its_idle_siblings_are_woken():
     started = time.monotonic()
     assert wait_for_workers(procs, lambda: None) == [0, 0]
     assert time.monotonic() - started < 60  # woken when its sibling exited, not after its 120 s poll
+
+
+class _ExitsBetweenLooks:
+    """A worker process as ``wait_for_workers`` sees it: running at its first look, then exited
+    with ``code`` (it ended right after that look)."""
+
+    def __init__(self, code: int) -> None:
+        self._looks = [None, code]
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        self.returncode = self._looks.pop(0) if len(self._looks) > 1 else self._looks[0]
+        return self.returncode
+
+
+def test_a_worker_that_ends_stalled_between_two_looks_is_restarted():
+    """A worker exits after failing a stalled trial just after the command looked at it: it is
+    replaced all the same (once it was counted as done, and the retry found no worker: CI, once)."""
+    import subprocess
+    import sys
+
+    from search.execution import EXIT_STALLED, wait_for_workers
+
+    restarted = []
+
+    def restart(index: int) -> subprocess.Popen[bytes]:
+        restarted.append(index)
+        return subprocess.Popen([sys.executable, "-c", "pass"])
+
+    assert wait_for_workers([_ExitsBetweenLooks(EXIT_STALLED)], lambda: None, restart) == [0]
+    assert restarted == [0]
