@@ -128,17 +128,17 @@ def make_demo() -> Any:
 
 @pytest.fixture
 def claimed_sleep_trial(tmp_path: Path) -> Any:
-    """``make(settings=None, **study_options)``: a one-trial sleep study (epochs of no time, pruner
-    ``none`` unless ``settings`` say otherwise) in embedded stores under ``tmp_path``, a worker's
-    context on it, and the trial that worker claimed, as ``(ctx, trial)``."""
+    """``make(settings=None)``: a one-trial sleep study (epochs of no time, pruner ``none`` unless
+    ``settings`` say otherwise) in embedded stores under ``tmp_path``, a worker's context on it, and
+    the trial that worker claimed, as ``(ctx, trial)``."""
     from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.settings import SearchSettings
 
-    def make(settings: Any = None, **study_options: Any) -> tuple[Any, Any]:
+    def make(settings: Any = None) -> tuple[Any, Any]:
         loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
         opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings or SearchSettings(pruner="none"),
-                            study_options={"epoch_seconds": 0.0, **study_options})  # fmt: skip
+                            study_options={"epoch_seconds": 0.0})  # fmt: skip
         create_or_resume(loc, prepare(opts), 1)
         ctx = connect(loc, "sleep", "test-worker")
         trial, _ = ctx.coordinator.claim(ctx.optuna_study)

@@ -343,23 +343,18 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
 
 
 @pytest.mark.parametrize(("every", "resumed"), [(0, 3), (30, 0)], ids=["every-epoch", "every-30s"])
-def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(tmp_path, every, resumed):
+def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(claimed_sleep_trial, every,
+                                                                                     resumed):  # fmt: skip
     """A worker that died after its trial's last epoch, before telling. With a checkpoint every epoch
     the retry resumes after the last one and trains nothing; with 30 s between checkpoints none was
     due in a trial this short (its last epoch is saved only when due, since a finished trial's
     checkpoints are deleted unread), so the retry trains it again: a loss within the bound."""
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
-    from search.execution import connect
     from search.execution._pruning import PruningHook
     from search.execution._trial import _fit, run_trial
     from search.settings import SearchSettings
 
-    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
     settings = SearchSettings(heartbeat_interval=1, grace_period=2, pruner="none", checkpoint_every=every)
-    opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings, study_options={"epoch_seconds": 0.0})
-    create_or_resume(loc, prepare(opts), 1)
-    ctx = connect(loc, "sleep", "test-worker")
-    dead, _ = ctx.coordinator.claim(ctx.optuna_study)
+    ctx, dead = claimed_sleep_trial(settings)
     run = ctx.tracker.start_child(ctx.experiment_id, ctx.parent_run_id, "dead", "trial", {})
     dead.set_user_attr("mlflow_run_id", run.run_id)
     hook = PruningHook(dead, "val_loss", ctx.pruner_trials)
