@@ -75,15 +75,29 @@ def strategies() -> dict[str, Strategy]:
     from search.settings import PRUNERS, SAMPLERS, SearchSettings
 
     default = SearchSettings()
-    found = {"default": Strategy("default", default.sampler, default.pruner)}
+    found = {"default": Strategy("default", default.sampler, default.pruner, patience=default.patience)}
     for sampler in SAMPLERS:
-        found[f"{sampler}+{default.pruner}"] = Strategy(f"{sampler}+{default.pruner}", sampler, default.pruner)
+        found[f"{sampler}+{default.pruner}"] = spec_strategy(f"{sampler}+{default.pruner}")
     for pruner in PRUNERS:
-        found[f"{default.sampler}+{pruner}"] = Strategy(f"{default.sampler}+{pruner}", default.sampler, pruner)
+        found[f"{default.sampler}+{pruner}"] = spec_strategy(f"{default.sampler}+{pruner}")
     found["old-default"] = Strategy("old-default", "tpe:multivariate=true,liar=false", "hyperband")  # before 409e312
     found["random"] = Strategy("random", "random", "none")
     found["script"] = Strategy("script", build=_script_study, sequential=True)
     return found
+
+
+def spec_strategy(name: str) -> Strategy:
+    """``SAMPLER+PRUNER[+patience=P]``: ``search start`` with those flags and every other at its default."""
+    from search.settings import SearchSettings, parse_patience
+
+    sampler, pruner, *rest = name.split("+")
+    patience = SearchSettings().patience
+    for extra in rest:
+        key, _, value = extra.partition("=")
+        if key != "patience":
+            raise SystemExit(f"bad strategy {name!r}: expected SAMPLER+PRUNER[+patience=EPOCHS|auto|off]")
+        patience = parse_patience(value)
+    return Strategy(name, sampler, pruner, patience=patience)
 
 
 def _script_study(problem: Any, seed: int) -> Any:
@@ -200,7 +214,7 @@ def _run_search(study: str, options: dict[str, Any], strategy: Strategy, workers
             env["SEARCH_STORAGE"] = url
         cmd = [sys.executable, "-m", "search", "start", "--study", study, "--name", "bench", "--trials",
                str(args.trials), "--workers", str(workers), "--sampler", strategy.sampler, "--pruner",
-               strategy.pruner, "--seed", str(seed), "--no-retrain", "--quiet",
+               strategy.pruner, "--patience", strategy.patience, "--seed", str(seed), "--no-retrain", "--quiet",
                *(a for k, v in options.items() for a in ("--study-option", f"{k}={v}"))]  # fmt: skip
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -496,9 +510,14 @@ def experiments() -> dict[str, Strategy]:
     """Strategies the product does not offer, kept so that measured results can be run again
     (simulate mode only; named, never part of the default "all")."""
     from curves_tpe import curves_study
+    from forecast_pruner import forecast_study
     from lhs_startup import lhs_study
     from pause_thaw import paused_search
     from wave_pruner import wave_study
+
+    from search.settings import SearchSettings
+
+    default = SearchSettings()
 
     return {"tpe-curves": Strategy("tpe-curves", build=curves_study(0.0)),
             "tpe-curves-q": Strategy("tpe-curves-q", build=curves_study(0.25)),
@@ -506,7 +525,10 @@ def experiments() -> dict[str, Strategy]:
             "wave16": Strategy("wave16", build=wave_study(16)),
             "lhs10": Strategy("lhs10", build=lhs_study(10)),
             "lhs32": Strategy("lhs32", build=lhs_study(32)),
-            "pause10": Strategy("pause10", run=paused_search(10))}  # fmt: skip
+            "pause10": Strategy("pause10", run=paused_search(10)),
+            "forecast3": Strategy("forecast3", build=forecast_study(3.0)),
+            "patience5": Strategy("patience5", default.sampler, default.pruner, patience="5"),
+            "patience10": Strategy("patience10", default.sampler, default.pruner, patience="10")}  # fmt: skip
 
 
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
@@ -522,7 +544,7 @@ def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
     unknown = [n for n in names if n not in table and "+" not in n]
     if unknown:
         raise SystemExit(f"unknown strategies {unknown}; known: {', '.join(table)} or SAMPLER+PRUNER specs")
-    return {n: table.get(n) or Strategy(n, *n.split("+", 1)) for n in names}
+    return {n: table.get(n) or spec_strategy(n) for n in names}
 
 
 def main() -> None:

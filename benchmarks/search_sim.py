@@ -53,6 +53,8 @@ class Strategy:
     run: Callable[..., Trace] | None = None
     """A simulation of its own, called as :func:`simulate` is (an experiment that schedules the
     workers' trials another way); None: :func:`simulate`."""
+    patience: str = "off"
+    """``--patience``: end a trial as complete once its value has not improved for this many epochs."""
 
 
 @dataclass
@@ -106,8 +108,11 @@ def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
 def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, trials: int,
              epochs_budget: float = 0) -> Trace:  # fmt: skip
     """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained."""
+    from search.settings import resolve_patience
+
     workers = 1 if strategy.sequential else workers
     study = _study(problem, strategy, seed)
+    patience = resolve_patience(strategy.patience, problem.epochs)
     space = problem.space()
     trace = Trace(strategy.name, problem.name, workers, seed)
     queue: list[tuple[float, int, Any, Curve, int]] = []
@@ -129,7 +134,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         used += 1
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
-        if not pruned and epoch < problem.epochs:
+        stalled = patience and epoch - _best_epoch(curve.values[:epoch]) >= patience
+        if not pruned and epoch < problem.epochs and not stalled:
             counter += 1  # a fresh tie-breaker: the trials themselves do not compare
             heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
             continue
@@ -137,14 +143,19 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         if pruned:
             study.tell(trial, state=TrialState.PRUNED)
         else:
-            value = min(curve.values)
+            value = min(curve.values[:epoch])
             study.tell(trial, value)
-            trace.curves.append(curve.values)
+            trace.curves.append(curve.values[:epoch])
             best = min(best, value)
         trace.events.append(Event(now, used, finished, best))
         if finished + len(queue) < trials or used < epochs_budget:
             start(now)
     return trace
+
+
+def _best_epoch(values: Sequence[float]) -> int:
+    """The 1-based epoch of the best (lowest) value, the first one on a tie."""
+    return min(range(len(values)), key=values.__getitem__) + 1
 
 
 def top_k_after_one_epoch(problem: Problem, workers: int, seed: int, *, trials: int, epochs_budget: float) -> Trace:

@@ -15,6 +15,7 @@ from search.cli._options import (
     location_options,
     option,
     outage_option,
+    patience_option,
     stack,
     stall_timeout_option,
     study_name_option,
@@ -42,6 +43,7 @@ _settings_options = stack(
     option("--checkpoint-every", type=int, default=_defaults.checkpoint_every, metavar="SECONDS",
            help="Seconds of training a killed trial may lose (or one epoch, when epochs are longer): trials "
                 "are checkpointed that often, not after every short epoch; 0 checkpoints every epoch."),
+    patience_option(_defaults.patience),
 )  # fmt: skip
 """The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
 

@@ -86,6 +86,20 @@ def _stall_timeout(_ctx: click.Context, _param: click.Parameter, value: Any) -> 
     return parse_stall_timeout(value)
 
 
+def _patience(_ctx: click.Context, _param: click.Parameter, value: Any) -> str:
+    from search.settings import parse_patience
+
+    return parse_patience(value)
+
+
+def patience_option(default: str) -> Decorator:
+    """``--patience EPOCHS|auto|off``, checked and normalised as it is read."""
+    return option("--patience", type=str, default=default, metavar="EPOCHS|auto|off", callback=_patience,
+                  help="End a trial, complete, once its metric has not improved for this many epochs (its "
+                       "value is its best epoch's); auto: a fifth of the study's search epochs, at least 2; "
+                       "off: never.")  # fmt: skip
+
+
 STALL_HELP = ("Fail a trial as stalled when it finishes no training step and no validation batch for this long "
               "(counted from its start): it is retried, and its worker process exits with code 70 "
               "(a hung thread cannot be stopped); off disables.")  # fmt: skip

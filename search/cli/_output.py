@@ -22,6 +22,8 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
           f"({summary['complete']} complete, {summary['pruned']} pruned, {summary['failed']} failed)")  # fmt: skip
+    if summary.get("stopped_early"):
+        print(f"  {summary['stopped_early']} of the complete trials stopped early (--patience)")
     if "first_rung" in summary:
         rung = summary["first_rung"]
         print(f"  pruned from epoch {rung['epoch']}: the first whose values ranked {rung['trials']} complete trials "

@@ -49,6 +49,9 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
     if pruned:
         tags["hpsearch.pruned_epoch"] = hook.pruned_epoch
+    stopped = None if pruned or not result.stopped_early else hook.stopped_epoch
+    if stopped is not None:  # --patience: complete, its value its best epoch's
+        tags["hpsearch.stopped_epoch"] = stopped
     run.finish(tags, "FINISHED")  # waits for the epochs' batches too
     # Service overhead: all worker time but training, so the per-epoch pruner reports and MLflow
     # batches (hooks and sink, inside fit; the batches are written while the next epoch trains,
@@ -66,6 +69,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         "samples_per_second": round(result.samples_per_second, 1),
         "resumed_from_epoch": result.resumed_from_epoch,
     }
+    if stopped is not None:
+        attrs["stopped_epoch"] = stopped
     attrs |= _speed_attrs(result.history)
     _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
@@ -59,12 +60,20 @@ class PruningHook:
     stored in batches, in the same transaction: once ``STORE_EVERY_S`` has passed since the last
     store, when a checkpoint holds the epoch (so that a trial resumed from it has every value before
     it), and at the end, with the tell (``unstored``).
+
+    With ``patience`` above 0 it also ends a trial that the pruner lets go on once its metric has not
+    improved for that many epochs (``stopped_epoch``; the trial completes with its best epoch's
+    value). It counts from the trial's reported values, so a retry that inherited its attempt's
+    epochs goes on counting where the attempt stopped.
     """
 
-    def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None) -> None:
+    def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None, *,
+                 patience: int = 0, maximize: bool = False) -> None:  # fmt: skip
         self.trial = trial
         self.metric = metric
+        self.patience, self.maximize = patience, maximize
         self.pruned_epoch: int | None = None
+        self.stopped_epoch: int | None = None
         self.asked = 0
         self.unstored: dict[int, float] = {}  # reported, not stored yet: step -> value
         self._last_asked: int | None = None
@@ -111,4 +120,16 @@ class PruningHook:
         if retrying(report, f"reporting epoch {epoch} of trial {self.trial.number}"):
             self.pruned_epoch = epoch
             return True
+        if self.patience and epochs_since_best(reported, epoch, self.maximize) >= self.patience:
+            self.stopped_epoch = epoch
+            return True
         return False
+
+
+def epochs_since_best(values: Mapping[int, float], epoch: int, maximize: bool = False) -> int:
+    """Epochs from the best of ``values`` up to ``epoch`` (its first epoch, on a tie) to ``epoch``."""
+    seen = [(step, -v if maximize else v) for step, v in values.items() if step <= epoch and not math.isnan(v)]
+    if not seen:
+        return 0
+    best = min(seen, key=lambda sv: (sv[1], sv[0]))[0]
+    return epoch - best

@@ -17,7 +17,7 @@ from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import params_dict
+from search.settings import params_dict, resolve_patience
 from storage import set_user_attrs
 
 if TYPE_CHECKING:
@@ -54,7 +54,9 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None
-        hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials)
+        patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
+        hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=patience,
+                           maximize=ctx.record.direction == "maximize")  # fmt: skip
         try:
             result = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from search.settings import FIRST_RUNG_ATTR, describe
+from search.settings import FIRST_RUNG_ATTR, describe, resolve_patience
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -25,6 +25,10 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     record = coordinator.read_record()
     settings = record.settings
     print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
+    patience = resolve_patience(settings.patience, record.search_epochs)
+    if patience:
+        how = " (auto: a fifth of the search epochs)" if settings.patience == "auto" else ""
+        print(f"  early stop: a trial ends, complete, after {patience} epochs without improvement{how}", flush=True)
     for name, (low, high) in record.narrow.items():
         print(f"  narrowed: {name} searched in {low:g} .. {high:g}", flush=True)
     print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)
@@ -61,6 +65,7 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
         "pruned": counts.state("PRUNED"),
         "failed": counts.finished_logical - counts.state("COMPLETE") - counts.state("PRUNED"),
         "retried": counts.retries,
+        "stopped_early": sum(1 for t in trials if t.state == TrialState.COMPLETE and "stopped_epoch" in t.user_attrs),
         **overhead_stats([t for t in trials if t.state.is_finished()]),
     }
     first_rung = coordinator.storage.get_study_system_attrs(study._study_id).get(FIRST_RUNG_ATTR)

@@ -23,7 +23,14 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._prune_points import may_prune_at, reads_running_trials
-from search.settings._record import FIRST_RUNG_ATTR, SearchSettings, StudyRecord, parse_stall_timeout
+from search.settings._record import (
+    FIRST_RUNG_ATTR,
+    SearchSettings,
+    StudyRecord,
+    parse_patience,
+    parse_stall_timeout,
+    resolve_patience,
+)
 from search.settings._space import middle_params, parse_narrow, record_space, space_differences
 
 __all__ = [
@@ -51,10 +58,12 @@ __all__ = [
     "params_dict",
     "parse_options",
     "parse_spec",
+    "parse_patience",
     "parse_stall_timeout",
     "middle_params",
     "parse_narrow",
     "record_space",
+    "resolve_patience",
     "space_differences",
     "study_ref",
     "validate",

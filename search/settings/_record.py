@@ -38,6 +38,34 @@ class SearchSettings:
     """Seconds of training a killed trial may lose (one epoch, if epochs are longer): a trial is
     checkpointed when its next epoch would end more than this after its last checkpoint, not after
     every epoch (``trainer.Infra.checkpoint_every``); 0: after every epoch."""
+    patience: str = "auto"
+    """A trial ends, complete, once its metric has not improved for this many epochs: ``N``,
+    ``auto`` (a fifth of the study's search epochs, at least 2: :func:`resolve_patience`) or ``off``.
+    The default comes from ``benchmarks/bench_search.py`` (docs/search-strategy.md)."""
+
+
+def parse_patience(value: object) -> str:
+    """``--patience``: a positive whole number of epochs, ``auto`` or ``off``, as it is stored."""
+    text = str(value).strip().lower()
+    if text in ("auto", "off"):
+        return text
+    try:
+        epochs = int(text)
+    except ValueError:
+        epochs = 0
+    if epochs <= 0 or isinstance(value, bool):
+        raise SearchError(f"--patience must be a positive whole number of epochs, auto or off, got {value!r}")
+    return str(epochs)
+
+
+def resolve_patience(spec: str, search_epochs: int) -> int:
+    """The epochs without improvement after which a trial ends (0: never) for a stored ``patience``."""
+    spec = parse_patience(spec)
+    if spec == "off":
+        return 0
+    if spec == "auto":
+        return max(2, round(search_epochs / 5))
+    return int(spec)
 
 
 def parse_stall_timeout(value: object) -> int | None:
@@ -82,5 +110,7 @@ class StudyRecord:
         # Studies stored before the settings were nested keep them at the top level.
         names = {f.name for f in fields(SearchSettings)}
         flat = {k: data.pop(k) for k in list(data) if k in names}
-        settings = SearchSettings(**{**flat, **data.pop("settings", {})})
+        stored = {**flat, **data.pop("settings", {})}
+        stored.setdefault("patience", "off")  # stored before trials could end early: they search as they did
+        settings = SearchSettings(**stored)
         return cls(**data, settings=settings)

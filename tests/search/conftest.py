@@ -128,19 +128,20 @@ def make_demo() -> Any:
 
 @pytest.fixture
 def claimed_sleep_trial(tmp_path: Path) -> Any:
-    """``make(settings=None)``: a one-trial sleep study (epochs of no time, pruner ``none`` unless
-    ``settings`` say otherwise) in embedded stores under ``tmp_path``, a worker's context on it, and
-    the trial that worker claimed, as ``(ctx, trial)``."""
+    """``make(settings=None, study=SLEEP_STUDY, options=None)``: a one-trial study (the sleep study's
+    epochs of no time unless told otherwise; pruner ``none`` unless ``settings`` say otherwise) in
+    embedded stores under ``tmp_path``, a worker's context on it, and the trial that worker claimed,
+    as ``(ctx, trial)``."""
     from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.settings import SearchSettings
 
-    def make(settings: Any = None) -> tuple[Any, Any]:
+    def make(settings: Any = None, study: Path = SLEEP_STUDY, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
         loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-        opts = StartOptions(study=str(SLEEP_STUDY), trials=1, settings=settings or SearchSettings(pruner="none"),
-                            study_options={"epoch_seconds": 0.0})  # fmt: skip
+        opts = StartOptions(study=str(study), trials=1, settings=settings or SearchSettings(pruner="none"),
+                            study_options={"epoch_seconds": 0.0} if options is None else options)  # fmt: skip
         create_or_resume(loc, prepare(opts), 1)
-        ctx = connect(loc, "sleep", "test-worker")
+        ctx = connect(loc, study.stem.removesuffix("_study"), "test-worker")
         trial, _ = ctx.coordinator.claim(ctx.optuna_study)
         return ctx, trial
 

@@ -36,6 +36,8 @@ def _assert_one_line_error(proc, fragment: str) -> None:
         (["--trials", "5", "--stall-timeout", "0"], "--stall-timeout must be a positive whole number of seconds or"),
         (["--trials", "5", "--stall-timeout", "-60"], "--stall-timeout must be a positive whole number of seconds"),
         (["--trials", "5", "--stall-timeout", "soon"], "--stall-timeout must be a positive whole number of seconds"),
+        (["--trials", "5", "--patience", "0"], "--patience must be a positive whole number of epochs, auto or off"),
+        (["--trials", "5", "--patience", "soon"], "--patience must be a positive whole number of epochs, auto or off"),
         (
             ["--trials", "5", "--checkpoint-every", "-1"],
             "--checkpoint-every must be >= 0 seconds (0: every epoch), got -1",
