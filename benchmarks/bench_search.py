@@ -478,7 +478,7 @@ def write_outputs(traces: list[Trace], out: Path, text: str) -> None:
     for problem in sorted({t.problem for t in traces}):
         curves = [c for t in traces if t.problem == problem for c in t.curves]
         if curves:
-            correlations[problem] = [round(r, 3) for r in epoch_rank_correlation(curves)]
+            correlations[problem] = [None if math.isnan(r) else round(r, 3) for r in epoch_rank_correlation(curves)]
     (out / "rank_correlation.json").write_text(json.dumps(correlations, indent=1))
     groups = sorted({(t.problem, t.workers) for t in traces})
     fig = make_subplots(rows=len(groups), cols=2, subplot_titles=[f"{p}, W={w}: {x}" for p, w in groups

@@ -145,7 +145,7 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         else:
             value = min(curve.values[:epoch])
             study.tell(trial, value)
-            trace.curves.append(curve.values[:epoch])
+            trace.curves.append(curve.values)  # the problem's whole curve, for its rank correlations
             best = min(best, value)
         trace.events.append(Event(now, used, finished, best))
         if finished + len(queue) < trials or used < epochs_budget:
@@ -203,7 +203,10 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 def epoch_rank_correlation(curves: list[list[float]]) -> list[float]:
-    """Per epoch: Spearman correlation of that epoch's values with the curves' final best values."""
-    finals = [min(c) for c in curves]
-    epochs = min((len(c) for c in curves), default=0)
-    return [spearman([c[e] for c in curves], finals) for e in range(epochs)]
+    """Per epoch: Spearman correlation of that epoch's values with the curves' final best values, over
+    the curves that reached it (NaN where fewer than 3 did: a trial may end early, ``--patience``)."""
+    out = []
+    for epoch in range(max((len(c) for c in curves), default=0)):
+        reached = [c for c in curves if len(c) > epoch]
+        out.append(spearman([c[epoch] for c in reached], [min(c) for c in reached]) if len(reached) >= 3 else math.nan)
+    return out

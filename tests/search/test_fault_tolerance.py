@@ -42,7 +42,9 @@ FAST = [
     "--no-retrain",
     "--checkpoint-every",
     "0",
-]  # every epoch: these trials are seconds long, and they test resuming
+    "--patience",
+    "off",
+]  # every epoch: these trials are seconds long, and they test resuming; each trains every epoch
 
 
 # -- running `search` in the background --------------------------------------------------------
