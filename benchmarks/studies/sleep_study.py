@@ -3,6 +3,8 @@
 Used to measure orchestration (claiming, reporting, tracking) apart from training, and to race
 many workers over very short trials. Everything still goes through ``trainer.fit``: the model's
 forward pass sleeps instead of computing. Options: ``epoch_seconds`` (default 0.1), ``epochs`` (3).
+Its loss is trained, so it may stop improving: under the default ``--patience`` a trial of more
+than a few epochs can end before its last one (the kill-and-resume tests pass ``--patience off``).
 """
 
 from __future__ import annotations
