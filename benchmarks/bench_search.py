@@ -564,7 +564,9 @@ def main() -> None:
     for p in (sim, service):
         p.add_argument("--seeds", type=int, default=5)
         p.add_argument("--trials", type=int, default=200)
-        p.add_argument("--strategies", default="", help="comma-separated names or SAMPLER+PRUNER specs [all]")
+        p.add_argument(
+            "--strategies", default="", help="comma-separated names or SAMPLER+PRUNER[+patience=P] specs [all]"
+        )
         p.add_argument("--out", type=Path, help="folder for anytime.html, traces.json, rank_correlation.json")
     script = sub.add_parser("_script")  # the sequential baseline, in its own process
     for flag in ("--study", "--options", "--json"):

@@ -88,3 +88,14 @@ def test_the_paired_comparison_counts_wins_per_seed_and_says_how_likely_chance_i
     assert row.split()[:2] == ["other", "8"] and row.count("3-0 (p 0.25)") == 3, table
     at_trials = paired_table(traces, at_trials=5)
     assert "@5 trials" in at_trials and "3-0 (p 0.25)" in at_trials
+
+
+def test_a_sampler_pruner_spec_takes_the_default_patience_or_its_own():
+    from benchmarks.bench_search import spec_strategy
+    from search.settings import SearchSettings
+
+    assert spec_strategy("tpe+median").patience == SearchSettings().patience
+    assert (spec_strategy("gp+none+patience=7").sampler, spec_strategy("gp+none+patience=7").patience) == ("gp", "7")
+    assert spec_strategy("tpe+median+patience=OFF").patience == "off"
+    with pytest.raises(SystemExit, match="expected SAMPLER\\+PRUNER"):
+        spec_strategy("tpe+median+liar=1")

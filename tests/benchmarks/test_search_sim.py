@@ -166,3 +166,31 @@ def test_the_dehb_baseline_counts_every_epoch_it_trains_and_only_full_trainings_
     # The same seed asks for the same configurations.
     again = dehb_search(Long(), workers=3, seed=0, epochs_budget=60)
     assert [vars(e) for e in again.events] == [vars(e) for e in trace.events]
+
+
+class Flat(Toy):
+    """Best at epoch 2 for every trial, worse at 3 and 4, better again at 5, then flat."""
+
+    epochs = 6
+
+    def curve(self, params):
+        x = params["x"]
+        return Curve([1.0 + x, 0.5 + x, 0.6 + x, 0.7 + x, 0.4 + x, 0.4 + x], [1.0] * 6)
+
+
+@pytest.mark.parametrize(("patience", "epochs", "best_of"), [("2", 4, 2), ("3", 6, 5), ("off", 6, 5)])
+def test_patience_ends_a_trial_complete_with_its_best_value_so_far(patience, epochs, best_of):
+    """As ``search start --patience``: patience 2 ends each trial after epoch 4 with epoch 2's value;
+    patience 3 reaches epoch 5's better value and, flat after it, the last epoch."""
+    trace = simulate(Flat(), Strategy("p", "random", "none", patience=patience), workers=1, seed=0, trials=3)
+    assert [e.epochs for e in trace.events] == [epochs, 2 * epochs, 3 * epochs]
+    assert all(len(c) == 6 for c in trace.curves)  # the problem's whole curves, for rank correlations
+    assert trace.events[-1].best == min(c[best_of - 1] for c in trace.curves)
+
+
+def test_rank_correlation_per_epoch_over_the_curves_that_reached_it():
+    curves = [[3.0, 1.0], [2.0, 2.0], [1.0, 3.0], [5.0]]  # the last one ended after epoch 1
+    rho = epoch_rank_correlation(curves)
+    assert rho == [spearman([3.0, 2.0, 1.0, 5.0], [1.0, 2.0, 1.0, 5.0]), spearman([1.0, 2.0, 3.0], [1.0, 2.0, 1.0])]
+    assert rho == pytest.approx([0.4, 0.5])
+    assert math.isnan(epoch_rank_correlation([[1.0, 2.0], [2.0], [3.0]])[1])  # one curve reached epoch 2
