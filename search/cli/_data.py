@@ -49,7 +49,8 @@ def _table(rows: list[Any]) -> list[str]:
     for r in rows:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
         detail = params if r.state != "FAIL" else f"{(r.fail_reason or '').splitlines()[0][:80]}"
-        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", str(r.epochs),
+        epochs = f"{r.epochs} (stopped)" if "stopped_epoch" in r.extra else str(r.epochs)  # --patience
+        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", epochs,
                       "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
                       "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]

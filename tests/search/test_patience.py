@@ -30,6 +30,11 @@ def test_a_trial_ends_complete_once_its_metric_stops_improving(claimed_sleep_tri
     assert stored.user_attrs["epochs_run"] == epochs
     assert stored.user_attrs.get("stopped_epoch") == stopped
     assert sorted(stored.intermediate_values) == list(range(1, epochs + 1))
+    from search.cli._data import _table
+    from search.observation._trials import trial_row
+
+    row = _table([trial_row(stored)])[1].split()  # `search trials`: a trial that stopped early says so
+    assert row[3:5] == [str(epochs), "(stopped)"] if stopped else row[3] == str(epochs) and row[4] != "(stopped)"
 
 
 def test_the_pruner_decides_first(claimed_sleep_trial):
