@@ -108,7 +108,7 @@ def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
 def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, trials: int,
              epochs_budget: float = 0) -> Trace:  # fmt: skip
     """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained."""
-    from search.settings import resolve_patience
+    from search.settings import epochs_since_best, resolve_patience
 
     workers = 1 if strategy.sequential else workers
     study = _study(problem, strategy, seed)
@@ -134,7 +134,7 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         used += 1
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
-        stalled = patience and epoch - _best_epoch(curve.values[:epoch]) >= patience
+        stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
         if not pruned and epoch < problem.epochs and not stalled:
             counter += 1  # a fresh tie-breaker: the trials themselves do not compare
             heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
@@ -151,11 +151,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         if finished + len(queue) < trials or used < epochs_budget:
             start(now)
     return trace
-
-
-def _best_epoch(values: Sequence[float]) -> int:
-    """The 1-based epoch of the best (lowest) value, the first one on a tie."""
-    return min(range(len(values)), key=values.__getitem__) + 1
 
 
 def top_k_after_one_epoch(problem: Problem, workers: int, seed: int, *, trials: int, epochs_budget: float) -> Trace:

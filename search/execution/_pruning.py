@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
 import storage as st
 from search.coordination import retrying
-from search.settings import may_prune_at, reads_running_trials
+from search.settings import epochs_since_best, may_prune_at, reads_running_trials
 
 if TYPE_CHECKING:
     import optuna
@@ -124,12 +123,3 @@ class PruningHook:
             self.stopped_epoch = epoch
             return True
         return False
-
-
-def epochs_since_best(values: Mapping[int, float], epoch: int, maximize: bool = False) -> int:
-    """Epochs from the best of ``values`` up to ``epoch`` (its first epoch, on a tie) to ``epoch``."""
-    seen = [(step, -v if maximize else v) for step, v in values.items() if step <= epoch and not math.isnan(v)]
-    if not seen:
-        return 0
-    best = min(seen, key=lambda sv: (sv[1], sv[0]))[0]
-    return epoch - best

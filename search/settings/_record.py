@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -49,11 +51,8 @@ def parse_patience(value: object) -> str:
     text = str(value).strip().lower()
     if text in ("auto", "off"):
         return text
-    try:
-        epochs = int(text)
-    except ValueError:
-        epochs = 0
-    if epochs <= 0 or isinstance(value, bool):
+    epochs = _positive_whole(value)
+    if epochs is None:
         raise SearchError(f"--patience must be a positive whole number of epochs, auto or off, got {value!r}")
     return str(epochs)
 
@@ -68,20 +67,35 @@ def resolve_patience(spec: str, search_epochs: int) -> int:
     return int(spec)
 
 
+def epochs_since_best(values: Mapping[int, float], epoch: int, maximize: bool = False) -> int:
+    """Epochs from the best of ``values`` up to ``epoch`` (its first epoch, on a tie) to ``epoch``:
+    the count ``--patience`` compares (the worker's pruning hook and the benchmarks' simulator)."""
+    seen = [(step, -v if maximize else v) for step, v in values.items() if step <= epoch and not math.isnan(v)]
+    if not seen:
+        return 0
+    best = min(seen, key=lambda sv: (sv[1], sv[0]))[0]
+    return epoch - best
+
+
 def parse_stall_timeout(value: object) -> int | None:
     """``--stall-timeout``: a positive whole number of seconds, or ``off`` (0); None stays None."""
     if value is None:
         return None
-    text = str(value).strip().lower()
-    if text == "off":
+    if str(value).strip().lower() == "off":
         return 0
-    try:
-        seconds = int(text)
-    except ValueError:
-        seconds = 0
-    if seconds <= 0 or isinstance(value, bool):
+    seconds = _positive_whole(value)
+    if seconds is None:
         raise SearchError(f"--stall-timeout must be a positive whole number of seconds or off, got {value!r}")
     return seconds
+
+
+def _positive_whole(value: object) -> int | None:
+    """``value`` as a positive whole number (a flag's, so never a bool), or None."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return None if number <= 0 or isinstance(value, bool) else number
 
 
 @dataclass(frozen=True)
