@@ -519,6 +519,9 @@ def experiments() -> dict[str, Strategy]:
 
     default = SearchSettings()
 
+    def spared(name: str, quantile: float) -> Strategy:
+        return Strategy(name, default.sampler, default.pruner, patience=default.patience, spare=quantile)
+
     return {"tpe-curves": Strategy("tpe-curves", build=curves_study(0.0)),
             "tpe-curves-q": Strategy("tpe-curves-q", build=curves_study(0.25)),
             "wave10": Strategy("wave10", build=wave_study(10)),
@@ -528,7 +531,9 @@ def experiments() -> dict[str, Strategy]:
             "pause10": Strategy("pause10", run=paused_search(10)),
             "forecast3": Strategy("forecast3", build=forecast_study(3.0)),
             "patience5": Strategy("patience5", default.sampler, default.pruner, patience="5"),
-            "patience10": Strategy("patience10", default.sampler, default.pruner, patience="10")}  # fmt: skip
+            "patience10": Strategy("patience10", default.sampler, default.pruner, patience="10"),
+            "spare0": spared("spare0", 1e-9),  # patience spares a trial that beats every complete one
+            "spare25": spared("spare25", 0.25)}  # fmt: skip
 
 
 def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
