@@ -32,7 +32,16 @@ from storage._optuna import (
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
 from storage._steps import store_steps
 from storage._trials import StudyTrials, read_trials
-from storage._urls import describe, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path, sqlite_url
+from storage._urls import (
+    describe,
+    is_postgres,
+    is_sqlite,
+    mask,
+    normalize_db_url,
+    sqlite_path,
+    sqlite_url,
+    without_password,
+)
 
 __all__ = [
     "DEFAULT_DIRNAME",
@@ -77,4 +86,5 @@ __all__ = [
     "stale_trials",
     "store_steps",
     "study_lock",
+    "without_password",
 ]

@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError
 from storage._errors import StorageError
 
 _SECRET_IN_TEXT = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
+_PASSWORD_KEYS = ("password", "passwd", "pwd", "sslpassword")
 _SECRET_IN_QUERY = re.compile(
     r"(?P<head>[?&](?:password|passwd|pwd|sslpassword)=)(?P<secret>[^&\s'\"]+)", re.IGNORECASE
 )
@@ -68,6 +69,21 @@ def mask(text: str) -> str:
     """Replace every password embedded in a URL inside ``text`` (``user:pw@`` or ``?password=pw``) with ``***``."""
     text = _SECRET_IN_TEXT.sub(lambda m: f"{m['head']}***{m['tail']}", text)
     return _SECRET_IN_QUERY.sub(lambda m: f"{m['head']}***", text)
+
+
+def without_password(url: str) -> tuple[str, bool]:
+    """``url`` with its password (in the authority or the query) left out, and whether it had one.
+
+    For commands printed for a user to paste: a ``***`` in their place would be sent as the password.
+    """
+    try:
+        parsed: URL = make_url(url)
+    except ArgumentError:
+        return mask(url), mask(url) != url
+    query = {k: v for k, v in parsed.query.items() if k.lower() not in _PASSWORD_KEYS}
+    had = parsed.password is not None or len(query) != len(parsed.query)
+    bare = URL.create(parsed.drivername, parsed.username, None, parsed.host, parsed.port, parsed.database, query)
+    return bare.render_as_string(hide_password=False), had
 
 
 def describe(url: str) -> str:

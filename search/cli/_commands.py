@@ -269,10 +269,12 @@ def export(**kwargs: Any) -> None:
 def new_study(name: str, output: Path | None) -> None:
     """Write a documented study file to start your own study from."""
     from search.exceptions import SearchError
+    from search.settings import MAX_NAME_LENGTH
     from studies.template import render_template
 
-    if not name.isidentifier():
-        raise SearchError(f"study name {name!r} must be a Python identifier (letters, digits, _)")
+    if not name.isidentifier() or len(name) > MAX_NAME_LENGTH:
+        raise SearchError(f"study name {name!r} must be a Python identifier (letters, digits, _) of at most "
+                          f"{MAX_NAME_LENGTH} characters")  # fmt: skip
     path = output or Path(f"{name}.py")
     if path.exists():
         raise SearchError(f"{path} already exists; choose another -o")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from typing import Any
 
@@ -115,6 +114,7 @@ def delete(**kwargs: Any) -> None:
     """
     from search.cli._open import open_existing_with_locations
     from search.exceptions import SearchError
+    from search.settings import remove_study_dir, study_dir
     from search.tracking import Tracker, delete_study_runs, find_study_runs, model_versions
 
     yes, force = kwargs.pop("yes"), kwargs.pop("force")
@@ -127,18 +127,25 @@ def delete(**kwargs: Any) -> None:
         raise SearchError(f"study {name!r} has {busy}; stop its workers or give --force")
     tracker = Tracker(loc.tracking())
     runs = find_study_runs(tracker, coordinator)
-    checkpoints = loc.checkpoint_root / name
+    # Only the folders this study's trials wrote, under the roots its starts recorded (and this
+    # command's): never a path taken from the command line as it stands.
+    roots = list(dict.fromkeys([*coordinator.checkpoint_roots(), loc.checkpoint_root]))
+    folders = [study_dir(root, name) for root in roots if study_dir(root, name).is_dir()]
     what = (f"study {name!r}: {counts.total} trials in the Optuna storage, {len(runs.run_ids)} MLflow runs"
-            + (f", checkpoints in {checkpoints}" if checkpoints.exists() else ""))  # fmt: skip
+            + "".join(f", checkpoints in {folder}" for folder in folders))  # fmt: skip
     versions = model_versions(tracker, name)
     kept = f"registered model {name!r} ({versions} version{'s' * (versions != 1)}) is kept" if versions else ""
     if not yes and not _confirm(f"delete {what}?" + (f" ({kept})" if kept else "")):
         click.echo("nothing deleted")
         sys.exit(1)
+    numbers = {t.number for t in coordinator.load().get_trials(deepcopy=False)}
     delete_study_runs(tracker, runs)
-    shutil.rmtree(checkpoints, ignore_errors=True)
+    left = [path for root in roots for path in remove_study_dir(root, name, numbers)]
     coordinator.delete()
     click.echo(f"deleted {what}")
+    if left:
+        click.echo(f"kept {len(left)} entr{'ies' if len(left) != 1 else 'y'} not written by this study's trials: "
+                   + ", ".join(str(path) for path in left[:5]) + (" ..." if len(left) > 5 else ""))  # fmt: skip
     if kept:
         click.echo(f"{kept}: delete it in MLflow if you want")
 

@@ -9,7 +9,7 @@ from search.cli._settings import resolve_locations
 from search.coordination import Coordinator
 from search.exceptions import SearchError
 from search.execution import schema_checked
-from search.settings import load_study, study_ref
+from search.settings import check_study_name, load_study, study_ref
 
 if TYPE_CHECKING:
     from search.settings import Locations
@@ -34,12 +34,12 @@ def study_name(kwargs: dict[str, Any]) -> str:
     name = kwargs.pop("name", None)
     ref = kwargs.pop("study", None)
     if name:
-        return str(name)
+        return check_study_name(name)
     if not ref:
         raise SearchError("give --name (or --study) to say which study")
     if not ref.endswith(".py"):
-        return str(ref)
-    return str(load_study(study_ref(ref)).name)
+        return check_study_name(ref, "--study")
+    return check_study_name(load_study(study_ref(ref)).name, f"the name of study {ref}")
 
 
 def check_reachable(loc: Locations) -> None:

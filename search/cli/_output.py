@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from typing import TYPE_CHECKING
 
 from search.cli._settings import MLFLOW_TRACKING_ENV
@@ -41,7 +42,7 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
         print_retrain(retrain_and_register(coordinator, loc))
     _print_next_steps(coordinator, loc)
     if summary["finished"] and summary["failed"] == summary["finished"]:
-        print(f"\nevery trial failed: see `search trials --name {coordinator.study_name} --state fail`")
+        print(f"\nevery trial failed: see `search trials --name {shlex.quote(coordinator.study_name)} --state fail`")
         return 1  # nothing to show for the budget: a scheduler or script must notice
     return 0
 
@@ -59,34 +60,60 @@ def print_retrain(result: RetrainResult) -> None:
 
 def _print_next_steps(coordinator: Coordinator, loc: Locations) -> None:
     print("\nnext:")
-    flags = " ".join(where_flags(loc))
+    flags = " ".join([f"--name {shlex.quote(coordinator.study_name)}", *where_flags(loc)])
     for command in ("status", "dashboard", "report", "mlflow"):
-        print(f"  search {command} --name {coordinator.study_name} {flags}".rstrip())
+        print(f"  search {command} {flags}")
+    if password_left_out(loc):
+        print(f"  {PASSWORD_NOTE}")
 
 
 def watch_hints(coordinator: Coordinator, loc: Locations) -> tuple[str, ...]:
     """Where to look while a search runs: the dashboard, and the MLflow UI (or its server's page)."""
     import storage
 
-    flags = " ".join([f"--name {coordinator.study_name}", *where_flags(loc)])
+    flags = " ".join([f"--name {shlex.quote(coordinator.study_name)}", *where_flags(loc)])
     mlflow = f"search mlflow {flags}"
     if storage.TrackingLocation(loc.tracking_uri, loc.artifact_location).is_server:
         mlflow = f"MLflow: {storage.mask(loc.tracking_uri.rstrip('/'))}"
     return (f"dashboard: search dashboard {flags}", mlflow if mlflow.startswith("MLflow") else f"MLflow UI: {mlflow}")
 
 
+PASSWORD_NOTE = ("(passwords are left out of these commands: set SEARCH_STORAGE / SEARCH_TRACKING_URI to the full "
+                 "URLs, or give the password as PGPASSWORD or in ~/.pgpass)")  # fmt: skip
+
+
 def where_flags(loc: Locations) -> list[str]:
-    """The location flags a later command in this directory and shell needs to find the study again."""
+    """The location flags a later command in this directory and shell needs to find the study again,
+    quoted for a POSIX shell, with any password left out (see :func:`password_left_out`)."""
     import storage
 
     flags = []
     here = loc.project_dir.name == ".search" and loc.project_dir.parent.samefile(".")
     if not here and not os.environ.get(ENV_PROJECT):
         flags += ["--project-dir", str(loc.project_dir)]
-    if not loc.embedded and not os.environ.get(ENV_STORAGE):
-        flags += ["--storage", storage.mask(loc.storage_url)]
+    if _shown_storage(loc):
+        flags += ["--storage", storage.without_password(loc.storage_url)[0]]
+    if _shown_tracking(loc):
+        flags += ["--tracking-uri", storage.without_password(loc.tracking_uri)[0]]
+    return [flag if flag.startswith("--") else shlex.quote(flag) for flag in flags]
+
+
+def password_left_out(loc: Locations) -> bool:
+    """Whether :func:`where_flags` left a password out of a URL it shows."""
+    import storage
+
+    shown = [url for url, show in ((loc.storage_url, _shown_storage(loc)), (loc.tracking_uri, _shown_tracking(loc)))
+             if show]  # fmt: skip
+    return any(storage.without_password(url)[1] for url in shown)
+
+
+def _shown_storage(loc: Locations) -> bool:
+    return not loc.embedded and not os.environ.get(ENV_STORAGE)
+
+
+def _shown_tracking(loc: Locations) -> bool:
+    import storage
+
     default_tracking = storage.resolve_tracking(None, loc.project_dir, None).tracking_uri
     tracking_from_env = os.environ.get(ENV_TRACKING) or os.environ.get(MLFLOW_TRACKING_ENV)
-    if loc.tracking_uri != default_tracking and not tracking_from_env:
-        flags += ["--tracking-uri", storage.mask(loc.tracking_uri)]
-    return flags
+    return loc.tracking_uri != default_tracking and not tracking_from_env

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -33,7 +32,16 @@ from search.execution import (
     wait_for_workers,
 )
 from search.observation import make_follower, print_start_header
-from search.settings import SearchSettings, StudyRecord, load_study, record_space, study_ref, validate
+from search.settings import (
+    SearchSettings,
+    StudyRecord,
+    check_study_name,
+    load_study,
+    record_space,
+    remove_study_dir,
+    study_ref,
+    validate,
+)
 from search.tracking import open_parent_run
 
 if TYPE_CHECKING:
@@ -63,7 +71,14 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
-    return PreparedStudy(study, record, opts.name or study.name)
+    return PreparedStudy(study, record, start_name(opts, study))
+
+
+def start_name(opts: StartOptions, study: Study) -> str:
+    """The Optuna study's name: ``--name``, else the study's own, checked before anything is created."""
+    if opts.name:
+        return check_study_name(opts.name)
+    return check_study_name(study.name, f"the name of study {opts.study}")
 
 
 def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
@@ -81,6 +96,7 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
                "sampler": settings.sampler, "pruner": settings.pruner, "seed": settings.seed}  # fmt: skip
     early = release if created else None
     try:
+        coordinator.remember_checkpoint_root(loc.checkpoint_root)
         if early is not None:
             early(coordinator.study_name)
         open_parent_run(optuna_study, loc, resumed=not created, summary=summary)
@@ -88,7 +104,7 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
         if created:
             if early is not None:
                 early(None)
-                shutil.rmtree(loc.checkpoint_root / coordinator.study_name, ignore_errors=True)  # their trials'
+                remove_study_dir(loc.checkpoint_root, coordinator.study_name)  # their trials'
             coordinator.delete()
         raise
     return coordinator, created
@@ -106,7 +122,7 @@ def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, li
 
     A new study (none of that name in the storage) takes ``opts`` as they are, with no lines.
     """
-    name = opts.name or load_study(study_ref(opts.study), opts.study_options).name
+    name = start_name(opts, load_study(study_ref(opts.study), opts.study_options))
     if not storage.has_optuna_tables(loc.storage_url):
         return opts, []
     coordinator = Coordinator(loc.storage_url, name)

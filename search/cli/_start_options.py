@@ -12,7 +12,7 @@ from typing import Any
 
 from search.exceptions import SearchError
 from search.execution import default_workers, parse_gpus, spawn_early, start_at_once, visible_gpus
-from search.settings import SearchSettings, study_ref, validate
+from search.settings import SearchSettings, check_study_name, study_ref, validate
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class StartOptions:
 def check_flags(opts: StartOptions) -> None:
     """The checks that need neither the study nor its data: before any process is started."""
     settings = opts.settings
+    if opts.name is not None:
+        check_study_name(opts.name)
     if opts.trials <= 0:
         raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
     if opts.workers is not None and opts.workers < 0:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import storage as st
@@ -30,6 +31,8 @@ BUDGET_ATTR = "hpsearch.budget"
 PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
 EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
 WORKERS_ATTR = "hpsearch.workers_joined"
+CHECKPOINT_ROOTS_ATTR = "hpsearch.checkpoint_roots"
+"""The checkpoint roots ``search start`` ran the study with: where ``search delete`` looks."""
 
 
 class Coordinator:
@@ -183,6 +186,15 @@ class Coordinator:
     @staticmethod
     def _pruner(record: StudyRecord) -> Any:
         return make_pruner(record.settings.pruner, record.search_epochs)
+
+    def checkpoint_roots(self) -> list[Path]:
+        """Every checkpoint root a ``search start`` of this study used (its trials' folders are there)."""
+        return [Path(root) for root in self.study_user_attrs().get(CHECKPOINT_ROOTS_ATTR, [])]
+
+    def remember_checkpoint_root(self, root: Path) -> None:
+        roots = [str(r) for r in self.checkpoint_roots()]
+        if str(root) not in roots:
+            self.storage.set_study_user_attr(self.study_id(), CHECKPOINT_ROOTS_ATTR, [*roots, str(root)])
 
     def study_user_attrs(self) -> dict[str, Any]:
         """The study's user attributes, read now (a loaded ``optuna.Study`` keeps those it read)."""

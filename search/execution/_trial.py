@@ -17,7 +17,7 @@ from search.execution._finish import finish_failed, finish_ok, finish_unstarted
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import params_dict, resolve_patience
+from search.settings import params_dict, resolve_patience, study_dir
 from storage import set_user_attrs
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a tracking server's HTTP 500: this trial fails, not the worker
             return finish_unstarted(ctx, trial, exc, started)
-        ckpt_dir = ctx.checkpoint_root / ctx.optuna_study.study_name / f"trial-{base}"
+        ckpt_dir = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name) / f"trial-{base}"
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None
         patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
@@ -109,7 +109,7 @@ def _board(ctx: WorkerContext, trial: optuna.trial.Trial) -> Any:
         return None
     import trainer
 
-    log_dir = ctx.tensorboard_dir / ctx.optuna_study.study_name / f"trial-{trial.number}"
+    log_dir = study_dir(ctx.tensorboard_dir, ctx.optuna_study.study_name) / f"trial-{trial.number}"
     return trainer.TensorBoardSink(log_dir, metrics=(ctx.record.metric,))
 
 

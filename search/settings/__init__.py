@@ -22,6 +22,7 @@ from search.settings._locations import (
     Locations,
     location_env,
 )
+from search.settings._names import MAX_NAME_LENGTH, NAME_RULE, check_study_name, remove_study_dir, study_dir
 from search.settings._prune_points import may_prune_at, reads_running_trials
 from search.settings._record import (
     FIRST_RUNG_ATTR,
@@ -47,6 +48,11 @@ __all__ = [
     "PRUNERS",
     "SAMPLERS",
     "Locations",
+    "MAX_NAME_LENGTH",
+    "NAME_RULE",
+    "check_study_name",
+    "remove_study_dir",
+    "study_dir",
     "SearchSettings",
     "StudyRecord",
     "describe",
