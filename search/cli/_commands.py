@@ -230,11 +230,13 @@ def retrain(**kwargs: Any) -> None:
     """Retrain the best (or a given) trial at full scale, test it once and register the model."""
     from search.cli._open import open_existing_with_locations
     from search.cli._output import print_retrain
+    from search.observation import RetrainView
     from search.tracking import retrain_and_register
 
     trial_number = kwargs.pop("trial_number")
     coordinator, loc = open_existing_with_locations(kwargs)
-    print_retrain(retrain_and_register(coordinator, loc, trial_number))
+    view = RetrainView(coordinator.read_record().metric)
+    print_retrain(retrain_and_register(coordinator, loc, trial_number, progress=view))
 
 
 @cli.command()

@@ -100,6 +100,9 @@ def best(**kwargs: Any) -> None:
     metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion.test_metrics.items()))
     click.echo(f"champion: {champion.model_name} version {champion.version} (retrained trial "
                f"{champion.source_trial}): {metrics or 'no test metrics'}")  # fmt: skip
+    exports = ", ".join(f"{fmt} {'ok' if status == 'ok' else 'failed: ' + status}"
+                        for fmt, status in sorted(champion.exports.items()))  # fmt: skip
+    click.echo(f"  exports: {exports or 'none'} (`search export --name {coordinator.study_name}` writes one)")
 
 
 @cli.command()

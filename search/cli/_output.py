@@ -7,9 +7,9 @@ import shlex
 from typing import TYPE_CHECKING
 
 from search.cli._settings import MLFLOW_TRACKING_ENV
-from search.observation import study_summary
+from search.observation import RetrainView, study_summary
 from search.settings import ENV_PROJECT, ENV_STORAGE, ENV_TRACKING
-from search.tracking import record_on_parent, retrain_and_register
+from search.tracking import Tracker, read_champion, record_on_parent, retrain_and_register, retrained_version
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from search.tracking import RetrainResult
 
 
-def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet: bool) -> int:
-    """Print the outcome; retrain and register the best trial unless told not to."""
+def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet: bool,
+                  already_finished: bool = False) -> int:  # fmt: skip
+    """Print the outcome; retrain and register the best trial unless told not to, or unless the study
+    was ``already_finished`` and a retrain of it registered a version already (then show the champion)."""
     summary = study_summary(coordinator)
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
@@ -38,13 +40,28 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
         extra = f", {100 * long_part:.1f}% on trials of 5 s or more" if long_part is not None else ""
         print(f"  service overhead per trial: median {summary['overhead_p50_s'] * 1000:.0f} ms, "
               f"{100 * summary['overhead_mean_fraction']:.1f}% of trial time{extra}")  # fmt: skip
-    if retrain and "best_trial" in summary:
-        print_retrain(retrain_and_register(coordinator, loc))
+    registered = retrained_version(Tracker(loc.tracking()), coordinator) if already_finished else None
+    if registered is not None:
+        print_champion(coordinator, loc, registered)
+    elif retrain and "best_trial" in summary:
+        view = RetrainView(coordinator.read_record().metric, quiet=quiet)
+        print_retrain(retrain_and_register(coordinator, loc, progress=view))
     _print_next_steps(coordinator, loc)
     if summary["finished"] and summary["failed"] == summary["finished"]:
         print(f"\nevery trial failed: see `search trials --name {shlex.quote(coordinator.study_name)} --state fail`")
         return 1  # nothing to show for the budget: a scheduler or script must notice
     return 0
+
+
+def print_champion(coordinator: Coordinator, loc: Locations, registered: str) -> None:
+    """The champion as ``search best`` reads it, after a run that retrained nothing."""
+    champion = read_champion(Tracker(loc.tracking()), coordinator.study_name)
+    print(f"\nretrained before: model {coordinator.study_name} version {registered}")
+    if champion is not None:
+        metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion.test_metrics.items()))
+        print(f"  champion: version {champion.version} (retrained trial {champion.source_trial}): "
+              f"{metrics or 'no test metrics'}")  # fmt: skip
+        print(f"  model URI: models:/{champion.model_name}@champion")
 
 
 def print_retrain(result: RetrainResult) -> None:

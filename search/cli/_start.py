@@ -197,11 +197,16 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
 
         coordinator, created = create_or_resume(loc, prepared, opts.trials, release)
         claimed = 0 if created else _claimed(coordinator.counts())
+        finished = not created and _finished(coordinator)
         if not created:  # a new study's were released before its parent run was made
-            release(coordinator.study_name)
+            release(None if finished else coordinator.study_name)
     except BaseException:
         release_workers(procs, go=None)
         raise
+    if finished:  # the same command again: say so and show what it found, train nothing
+        print(f"study {coordinator.study_name!r} is finished: nothing to run (`search retrain` trains its best "
+              f"trial again; a larger --trials searches on)", flush=True)  # fmt: skip
+        return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet, already_finished=True)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).
@@ -261,6 +266,11 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
                 and counts.state("WAITING") == 0:  # fmt: skip
             return
         time.sleep(poll)
+
+
+def _finished(coordinator: Coordinator) -> bool:
+    counts = coordinator.counts()
+    return counts.finished_logical >= coordinator.budget() and counts.state("RUNNING") + counts.state("WAITING") == 0
 
 
 def _budget_spent(coordinator: Coordinator) -> bool:

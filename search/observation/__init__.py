@@ -7,6 +7,7 @@ from search.observation._follow import Follower, PlainFollower, make_follower
 from search.observation._lr_plot import lr_find_figure
 from search.observation._progress import RunningTrial, Snapshot, duration, snapshot, trials_per_minute
 from search.observation._report import REPORT_ARTIFACT, ReportResult, write_report
+from search.observation._retrain_view import RetrainView
 from search.observation._servers import (
     check_port_free,
     dashboard_server,
@@ -23,6 +24,7 @@ __all__ = [
     "Follower",
     "PlainFollower",
     "ReportResult",
+    "RetrainView",
     "RunningTrial",
     "Snapshot",
     "TrialRow",

@@ -10,8 +10,16 @@ from search.tracking._registry import (
     find_study_runs,
     model_versions,
     read_champion,
+    retrained_version,
 )
-from search.tracking._retrain import CHAMPION, RetrainResult, export_model, pick_trial, retrain_and_register
+from search.tracking._retrain import (
+    CHAMPION,
+    RetrainProgress,
+    RetrainResult,
+    export_model,
+    pick_trial,
+    retrain_and_register,
+)
 from search.tracking._runlog import RunLogger, RunStartError, import_mlflow
 from search.tracking._tracker import ROLE_TAG, STATE_TAG, Tracker
 
@@ -41,4 +49,6 @@ __all__ = [
     "read_champion",
     "record_on_parent",
     "retrain_and_register",
+    "retrained_version",
+    "RetrainProgress",
 ]

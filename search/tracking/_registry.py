@@ -47,6 +47,19 @@ def read_champion(tracker: Tracker, model_name: str) -> Champion | None:
     )  # fmt: skip
 
 
+def retrained_version(tracker: Tracker, coordinator: Coordinator) -> str | None:
+    """The model version the study's newest finished retrain registered; None if it has none yet."""
+    attrs = coordinator.load().user_attrs
+    experiment_id, parent = attrs.get(EXPERIMENT_ATTR), attrs.get(PARENT_RUN_ATTR)
+    if not experiment_id or not parent:
+        return None
+    runs = tracker.client.search_runs(
+        [str(experiment_id)], f"tags.`mlflow.parentRunId` = '{parent}' AND tags.retrain = 'true' "
+        "AND attributes.status = 'FINISHED'", max_results=1, order_by=["attributes.start_time DESC"],
+    )  # fmt: skip
+    return runs[0].data.tags.get("hpsearch.model_version") if runs else None
+
+
 def model_versions(tracker: Tracker, model_name: str) -> int:
     """How many versions the registry holds under ``model_name`` (0 when there is no such model)."""
     from mlflow.exceptions import MlflowException

@@ -12,10 +12,12 @@ import io
 import logging
 import math
 import tempfile
+import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
@@ -50,6 +52,31 @@ class RetrainResult:
         return f"models:/{self.model_name}@{CHAMPION}"
 
 
+class RetrainProgress(Protocol):
+    """Told what the retrain is doing, so a person waiting sees it move (``search.observation``)."""
+
+    def started(self, trial: int, epochs: int) -> None: ...
+
+    def __call__(self, epoch: int, metrics: Mapping[str, float]) -> bool:
+        """After each full-scale epoch (a trainer hook: returns False, never stops the retrain)."""
+        ...
+
+    def done(self, step: str, detail: str, seconds: float) -> None:
+        """A phase finished: ``trained``, ``tested``, ``exported``, ``registered``."""
+        ...
+
+
+class _Silent:
+    def started(self, trial: int, epochs: int) -> None:
+        pass
+
+    def __call__(self, epoch: int, metrics: Mapping[str, float]) -> bool:
+        return False
+
+    def done(self, step: str, detail: str, seconds: float) -> None:
+        pass
+
+
 def pick_trial(coordinator: Coordinator, number: int | None) -> Any:
     from optuna.trial import TrialState
 
@@ -67,16 +94,21 @@ def pick_trial(coordinator: Coordinator, number: int | None) -> Any:
     return found[0]
 
 
-def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number: int | None = None) -> RetrainResult:
-    """Full-scale fit of one trial's params, a single test evaluation, then log, register and alias."""
+def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number: int | None = None,
+                         progress: RetrainProgress | None = None) -> RetrainResult:  # fmt: skip
+    """Full-scale fit of one trial's params, a single test evaluation, then log, register and alias;
+    ``progress`` is told each epoch and each phase as it ends."""
     import optuna
 
     import trainer
     from studies import study_infra
 
+    progress = progress or _Silent()
     best = pick_trial(coordinator, trial_number)
     record = coordinator.read_record()
     study = load_study(record.study_ref, record.options, record.narrow)
+    clock = time.monotonic()
+    progress.started(best.number, study.full_fidelity.epochs)
     params = study.suggest(optuna.trial.FixedTrial(best.params, number=best.number))
     data = study.load_data()
     model = study.build_model(params, data)
@@ -91,26 +123,39 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
         config = study.train_config(params, study.full_fidelity)
         infra = study_infra(study, params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
-        result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, sink=run)
+        result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, sink=run, hooks=(progress,))
         run.flush()  # the epochs' batches are written in the background
         if result.best_checkpoint is not None:
             trainer.load_model_weights(model, result.best_checkpoint)
     val_metrics = {k: v for k, v in result.history[result.best_epoch - 1].items() if k.startswith("val_")}
+    clock = _phase(progress, "trained", f"{len(result.history)} epochs, best epoch {result.best_epoch}: "
+                   f"{record.metric} {val_metrics.get(record.metric, math.nan):.4g}", clock)  # fmt: skip
     test_metrics = {
         k.replace("val_", "test_", 1): v
         for k, v in trainer.evaluate(model, data.test, data.task, config, infra=infra).items()
     }
     tracker.log_metrics(run_id, test_metrics)
     _log_test_artifacts(tracker, run_id, model, data)
+    clock = _phase(progress, "tested", ", ".join(f"{k} {v:.4g}" for k, v in sorted(test_metrics.items())), clock)
     exports = log_portable(tracker, run_id, export_model(model, data), data)
+    clock = _phase(
+        progress, "exported", ", ".join(c.format if c.ok else f"{c.format} failed" for c in exports) or "nothing", clock
+    )
     model_name = coordinator.study_name
     version = _log_and_register(tracker, run_id, model, data, model_name)
+    _phase(progress, "registered", f"MLflow model {model_name!r} version {version}", clock)
     test_key = record.metric.replace("val_", "test_", 1)
     became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
     notes = [*notes, *(check.line() for check in exports)]
     run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
                          model_name, version, champion, became, run_id, notes)  # fmt: skip
+
+
+def _phase(progress: RetrainProgress, step: str, detail: str, since: float) -> float:
+    now = time.monotonic()
+    progress.done(step, detail, now - since)
+    return now
 
 
 def _predict(model: Any, x: Any, batch: int = 1024) -> Any:

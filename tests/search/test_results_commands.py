@@ -54,11 +54,15 @@ def test_trials_csv_and_state_filter(faulty, cli):
     assert both.returncode == 2 and both.stderr.strip() == "error: give --json or --csv, not both"
 
 
+RESMLP_START = ("start", "--study", "resmlp", "--trials", "2", "--workers", "1", "--study-option", "search_epochs=1",
+                "--study-option", "full_epochs=3")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def retrained(tmp_path_factory, cli) -> Path:
     work = tmp_path_factory.mktemp("best")
-    cli("start", "--study", "resmlp", "--trials", "2", "--workers", "1", "--study-option", "search_epochs=1",
-        "--study-option", "full_epochs=1", cwd=work, check=True)  # fmt: skip
+    first = cli(*RESMLP_START, cwd=work, check=True)
+    (work / "first-start.out").write_text(first.stdout)
     cli(
         "start",
         "--study",
@@ -87,6 +91,21 @@ def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
     assert champion["exports"] == {"onnx": "ok", "torchscript": "ok"}
     text = cli("best", "--study", "resmlp", cwd=retrained, check=True).stdout
     assert f"best trial {top.number}" in text and "champion: resmlp version 1" in text
+    assert "  exports: onnx ok, torchscript ok" in text
+
+
+def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_nothing(retrained, cli):
+    said = (retrained / "first-start.out").read_text().splitlines()
+    start = next(i for i, line in enumerate(said) if line.startswith("retraining trial "))
+    assert "at full scale (3 epochs), then test, export, register" in said[start]
+    steps = [line.split(":")[0].strip() for line in said[start + 1 :] if line.startswith("  ") and ": " in line]
+    assert steps[:4] == ["trained", "tested", "exported", "registered"], said[start:]
+    assert any(line.startswith("  epoch 3/3") and "ETA" in line for line in said[start:])  # not a terminal: lines
+    again = cli(*RESMLP_START, cwd=retrained, check=True)
+    assert "is finished: nothing to run" in again.stdout and "retraining trial" not in again.stdout
+    assert "retrained before: model resmlp version 1" in again.stdout and "champion: version 1" in again.stdout
+    best = json.loads(cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
+    assert best["champion"]["version"] == "1"
 
 
 def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
