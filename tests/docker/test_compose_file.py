@@ -10,6 +10,8 @@ import copy
 import hashlib
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,7 +211,7 @@ def test_schema_check_rejects_what_compose_rejects(compose: dict[str, Any], sche
 
 
 def test_services(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"postgres", "mlflow", "dashboard", "start", "worker"}
+    assert set(compose["services"]) == {"preflight", "postgres", "mlflow", "dashboard", "start", "worker"}
     assert compose["name"] == "hpsearch", "volumes would be named after the docker/ directory"
 
 
@@ -336,6 +338,61 @@ def test_ports_are_published_on_loopback_by_default(compose: dict[str, Any]) -> 
         for port in service.get("ports", []):
             parts = str(port).split(":")
             assert len(parts) == 3 and parts[0] == "127.0.0.1", f"{name} publishes {port} beyond this host"
+
+
+# --- what compose refuses and what it keeps to this host ---------------------------------------------
+
+
+def _preflight(password: str | None) -> subprocess.CompletedProcess[str]:
+    """The preflight service's check, run as its container runs it (``sh SCRIPT``, the password in the environment)."""
+    if shutil.which("sh") is None:
+        pytest.fail("needs a POSIX sh, as the preflight container has")
+    env = {"PATH": "/usr/bin:/bin"} | ({} if password is None else {"POSTGRES_PASSWORD": password})
+    script = DOCKER_DIR / "preflight" / "check-settings.sh"
+    return subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("password", ["change-me", "", None], ids=["placeholder", "empty", "unset"])
+def test_preflight_refuses_the_placeholder_password_with_one_line(password: str | None, env: dict[str, str]) -> None:
+    assert env["POSTGRES_PASSWORD"] == "change-me", "the check below must match what .env.example ships"
+    refused = _preflight(password)
+    assert refused.returncode != 0
+    assert refused.stdout == "" and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "POSTGRES_PASSWORD" in refused.stderr and "docker/.env" in refused.stderr
+
+
+def test_preflight_lets_a_real_password_through_without_printing_it() -> None:
+    password = "9f2c1e7b0a4d58e3c6b1f0a27d9e4c83"
+    accepted = _preflight(password)
+    assert (accepted.returncode, accepted.stdout, accepted.stderr) == (0, "", "")
+
+
+def _dependencies(services: dict[str, Any], name: str) -> set[str]:
+    direct = set(services[name].get("depends_on") or {})
+    return direct.union(*(_dependencies(services, d) for d in direct))
+
+
+def test_nothing_starts_unless_the_preflight_check_passed(compose: dict[str, Any], env: dict[str, str]) -> None:
+    services = compose["services"]
+    preflight = services["preflight"]
+    assert waits_for(services["postgres"], "preflight", "service_completed_successfully")
+    assert [n for n in services if n != "preflight" and "preflight" not in _dependencies(services, n)] == []
+    # Compose runs the mounted script with the password that PostgreSQL would be initialised with.
+    source, target = preflight["volumes"][0].split(":")[:2]
+    script = preflight["entrypoint"][-1]
+    assert script.startswith(target + "/") and (DOCKER_DIR / source / script.removeprefix(target + "/")).is_file()
+    assert service_environment(preflight)["POSTGRES_PASSWORD"] == service_environment(services["postgres"])[
+        "POSTGRES_PASSWORD"] == env["POSTGRES_PASSWORD"]  # fmt: skip
+    assert preflight.get("restart") == "no" and preflight.get("network_mode") == "none"
+
+
+def test_publishing_postgres_and_mlflow_to_other_nodes_keeps_the_dashboard_on_this_host(
+    raw_compose: dict[str, Any], env: dict[str, str]
+) -> None:
+    services = interpolate_tree(raw_compose, env | {"PUBLISH_ADDRESS": "192.0.2.10"})["services"]
+    published = {name: [str(p).split(":")[0] for p in s.get("ports", [])] for name, s in services.items()}
+    assert published["postgres"] == published["mlflow"] == ["192.0.2.10"]
+    assert published["dashboard"] == ["127.0.0.1"]
 
 
 # --- the workers --------------------------------------------------------------------------------

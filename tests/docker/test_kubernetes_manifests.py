@@ -6,6 +6,7 @@ strict: an unknown field is an error), then checked for what the schemas cannot 
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -62,14 +63,175 @@ def test_no_secret_is_written_in_the_manifests():
                 assert not _SECRET_NAME.search(key) and not _PASSWORD_IN_URL.search(value), key
 
 
-def test_every_container_runs_as_non_root_without_privilege_escalation():
+# -- the `restricted` Pod Security Standard ---------------------------------------------------------
+# Its controls (https://kubernetes.io/docs/concepts/security/pod-security-standards/, baseline and
+# restricted, as of Kubernetes 1.33), checked on a pod spec as the PodSecurity admission plugin does.
+
+_BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                          "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}  # fmt: skip
+_SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                 "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                 "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                 "net.ipv4.tcp_keepalive_probes"}  # fmt: skip
+_RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                       "projected", "secret"}  # fmt: skip
+_SELINUX_TYPES = {None, "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+
+
+def _baseline_violations(spec: dict[str, Any], pod: dict[str, Any], containers: list[dict[str, Any]]) -> list[str]:
+    found = [f"spec.{key}" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+    found += [f"volume {v['name']}: hostPath" for v in spec.get("volumes", []) if "hostPath" in v]
+    found += [f"sysctl {s['name']}" for s in pod.get("sysctls", []) if s["name"] not in _SAFE_SYSCTLS]
+    for where, context in [("pod", pod), *((c["name"], c.get("securityContext", {})) for c in containers)]:
+        if (context.get("windowsOptions") or {}).get("hostProcess"):
+            found.append(f"{where}: hostProcess")
+        if (context.get("seccompProfile") or {}).get("type") == "Unconfined":
+            found.append(f"{where}: seccomp Unconfined")
+        if (context.get("appArmorProfile") or {}).get("type", "RuntimeDefault") not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{where}: AppArmor profile")
+        selinux = context.get("seLinuxOptions") or {}
+        if selinux.get("type") not in _SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
+            found.append(f"{where}: SELinux options")
+    for container in containers:
+        name, context = container["name"], container.get("securityContext", {})
+        found += [f"{name}: privileged"] * bool(context.get("privileged"))
+        found += [f"{name}: procMount"] * (context.get("procMount", "Default") != "Default")
+        found += [f"{name}: adds {c}" for c in (context.get("capabilities") or {}).get("add", [])
+                  if c not in _BASELINE_CAPABILITIES]  # fmt: skip
+        found += [f"{name}: hostPort"] * any(p.get("hostPort") for p in container.get("ports", []))
+    return found
+
+
+def restricted_violations(spec: dict[str, Any]) -> list[str]:
+    """What keeps a pod spec out of the ``restricted`` profile; empty when it passes."""
+    pod = spec.get("securityContext", {})
+    containers = [*spec.get("initContainers", []), *spec["containers"], *spec.get("ephemeralContainers", [])]
+    found = _baseline_violations(spec, pod, containers)
+    found += [f"volume {v['name']}: type {sorted(set(v) - {'name'})}" for v in spec.get("volumes", [])
+              if not set(v) - {"name"} <= _RESTRICTED_VOLUMES]  # fmt: skip
+    found += ["pod: runAsUser 0"] * (pod.get("runAsUser") == 0)
+    for container in containers:
+        name, context = container["name"], container.get("securityContext", {})
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation must be false")
+        if context.get("runAsNonRoot", pod.get("runAsNonRoot")) is not True:
+            found.append(f"{name}: runAsNonRoot must be true (pod or container)")
+        if context.get("runAsUser") == 0:
+            found.append(f"{name}: runAsUser 0")
+        seccomp = (context.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile must be RuntimeDefault or Localhost (pod or container)")
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in capabilities.get("drop", []):
+            found.append(f"{name}: capabilities must drop ALL")
+        found += [f"{name}: adds {c}" for c in capabilities.get("add", []) if c != "NET_BIND_SERVICE"]
+    return found
+
+
+@pytest.mark.parametrize("name_spec", _pod_specs(), ids=lambda ns: ns[0])
+def test_every_pod_passes_the_restricted_pod_security_standard(name_spec):
+    name, spec = name_spec
+    assert restricted_violations(spec) == [], name
+
+
+def test_the_restricted_check_finds_what_the_admission_plugin_refuses():
+    compliant = {
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}}],
+    }  # fmt: skip
+    assert restricted_violations(compliant) == []
+    cases = {
+        "allowPrivilegeEscalation": lambda s: s["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+        "runAsNonRoot": lambda s: s["securityContext"].pop("runAsNonRoot"),
+        "seccompProfile": lambda s: s["securityContext"].pop("seccompProfile"),
+        "drop ALL": lambda s: s["containers"][0]["securityContext"].pop("capabilities"),
+        "adds SYS_ADMIN": lambda s: s["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
+        "hostPath": lambda s: s.update(volumes=[{"name": "h", "hostPath": {"path": "/"}}]),
+        "hostNetwork": lambda s: s.update(hostNetwork=True),
+        "privileged": lambda s: s["containers"][0]["securityContext"].update(privileged=True),
+        "init": lambda s: s.update(initContainers=[{"name": "init"}]),  # init containers count too
+    }
+    for what, break_it in cases.items():
+        spec = copy.deepcopy(compliant)
+        break_it(spec)
+        assert restricted_violations(spec) != [], what
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+_UNITS = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def _quantity(value: Any) -> float:
+    number, unit = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(value)).groups()  # type: ignore[union-attr]
+    return float(number) * _UNITS[unit]
+
+
+def test_every_container_requests_and_is_limited_in_cpu_and_memory():
     for name, spec in _pod_specs():
-        pod = spec.get("securityContext", {})
         for container in [*spec.get("initContainers", []), *spec["containers"]]:
-            own = container.get("securityContext", {})
-            assert own.get("runAsNonRoot", pod.get("runAsNonRoot")) is True, (name, container["name"])
-            assert own.get("runAsUser", pod.get("runAsUser", 0)) != 0, (name, container["name"])
-            assert own.get("allowPrivilegeEscalation") is False, (name, container["name"])
+            resources = container.get("resources", {})
+            requests, limits = resources.get("requests", {}), resources.get("limits", {})
+            for kind in ("cpu", "memory"):
+                assert kind in requests and kind in limits, (name, container["name"], kind)
+                assert _quantity(requests[kind]) <= _quantity(limits[kind]), (name, container["name"], kind)
+        # A memory-backed /dev/shm is charged to the container's memory: it must fit under the limit.
+        for volume in spec.get("volumes", []):
+            size = (volume.get("emptyDir") or {}).get("sizeLimit")
+            if size and volume["emptyDir"].get("medium") == "Memory":
+                limit = _quantity(spec["containers"][0]["resources"]["limits"]["memory"])
+                assert _quantity(size) < limit, (name, volume["name"])
+
+
+# -- who may reach whom -------------------------------------------------------------------------------
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    operators = {"In": lambda v, vs: v in vs, "NotIn": lambda v, vs: v not in vs,
+                 "Exists": lambda v, vs: v is not None, "DoesNotExist": lambda v, vs: v is None}  # fmt: skip
+    matched = all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+    return matched and all(operators[e["operator"]](labels.get(e["key"]), e.get("values", []))
+                           for e in selector.get("matchExpressions") or [])  # fmt: skip
+
+
+def reachable(policies: list[dict[str, Any]], source: dict[str, str], target: dict[str, str], port: int) -> bool:
+    """Whether a pod labelled ``source`` may connect to ``target``'s TCP ``port``, both in the
+    namespace of ``policies`` (NetworkPolicy semantics: a pod no Ingress policy selects takes
+    everything; one that some select takes the union of their rules)."""
+    selecting = [p["spec"] for p in policies if _selects(p["spec"]["podSelector"], target)
+                 and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])]  # fmt: skip
+    if not selecting:
+        return True
+    for rule in (rule for spec in selecting for rule in spec.get("ingress", [])):
+        peers = rule.get("from")
+        assert all(set(peer) == {"podSelector"} for peer in peers or []), "only same-namespace pod peers here"
+        from_ok = not peers or any(_selects(peer["podSelector"], source) for peer in peers)
+        ports_ok = not rule.get("ports") or any(p.get("port") == port and p.get("protocol", "TCP") == "TCP"
+                                                for p in rule["ports"])  # fmt: skip
+        if from_ok and ports_ok:
+            return True
+    return False
+
+
+def test_only_the_pods_that_use_them_reach_postgres_and_mlflow():
+    policies = [doc for _, doc in _resources() if doc["kind"] == "NetworkPolicy"]
+    pods = {name: spec_labels for name, spec_labels in _pod_labels()}
+    assert set(pods) == {"postgres", "mlflow", "dashboard", "start", "workers"}
+    stranger = {"app.kubernetes.io/name": "debug-shell"}
+    to_postgres = {name for name, labels in pods.items() if reachable(policies, labels, pods["postgres"], 5432)}
+    assert to_postgres == {"workers", "start", "dashboard", "mlflow"}
+    assert not reachable(policies, stranger, pods["postgres"], 5432)
+    to_mlflow = {name for name, labels in pods.items() if reachable(policies, labels, pods["mlflow"], 5000)}
+    assert to_mlflow == {"workers", "start"}
+    assert not any(reachable(policies, labels, pods["dashboard"], 8080) for labels in [*pods.values(), stranger])
+    # Without the policies every pod reaches every other: the check above is the policies' doing.
+    assert reachable([], stranger, pods["postgres"], 5432)
+
+
+def _pod_labels() -> list[tuple[str, dict[str, str]]]:
+    return [(doc["metadata"]["name"], doc["spec"]["template"]["metadata"]["labels"]) for _, doc in _resources()
+            if doc["kind"] in ("Deployment", "StatefulSet", "Job")]  # fmt: skip
 
 
 def test_workers_take_gpus_share_checkpoints_and_have_time_to_clean_up():
