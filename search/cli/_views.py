@@ -1,4 +1,4 @@
-"""Subcommands that show a study to people: ``dashboard``, ``report`` and ``mlflow``.
+"""Subcommands that show a study to people: ``follow``, ``dashboard``, ``report`` and ``mlflow``.
 
 Each reads like the others in ``_commands``: resolve the study, do one thing, say where to look.
 """
@@ -20,6 +20,43 @@ def _announce(what: str, study: str) -> Any:
         click.echo(f"{what} for study {study!r}: {url}\n(Ctrl-C to stop)")
 
     return announce
+
+
+@cli.command()
+@find_study_options
+@option("--interval", type=click.FloatRange(min=0.2), default=1.0, metavar="SECONDS", help="Seconds between reads.")
+@location_options
+def follow(**kwargs: Any) -> None:
+    """Follow a running study from any terminal or machine: the live view `search start` shows
+    (plain lines when the output is not a terminal), until the study finishes. Only reads the study;
+    Ctrl-C stops following, not the study.
+    """
+    import time
+
+    from search.cli._open import open_existing_with_locations
+    from search.cli._output import watch_hints
+    from search.observation import make_follower
+
+    interval = kwargs.pop("interval")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    follower = make_follower(coordinator, quiet=False, hints=watch_hints(coordinator, loc))
+    try:
+        while True:
+            follower()
+            counts = coordinator.counts()
+            if (
+                counts.finished_logical >= coordinator.budget()
+                and counts.state("RUNNING") + counts.state("WAITING") == 0
+            ):
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        follower.close()
+        click.echo("stopped following; the study goes on")
+        return
+    follower.close()
+    click.echo(f"study {coordinator.study_name!r} finished: {counts.finished_logical}/{coordinator.budget()} trials "
+               f"(`search best --name {coordinator.study_name}` shows the best and the champion)")  # fmt: skip
 
 
 @cli.command()
