@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -74,16 +75,35 @@ def check_study(obj: Any, source: str) -> Study:
 
 def call_factory(factory: Callable[..., Any], options: Mapping[str, Any], source: str) -> Any:
     """Call ``factory(**options)``, turning unknown options and factory errors into one line."""
+    signature = inspect.signature(factory)
     try:
-        inspect.signature(factory).bind(**options)
+        signature.bind(**options)
     except TypeError:
-        accepted = ", ".join(inspect.signature(factory).parameters) or "none"
+        accepted = ", ".join(signature.parameters) or "none"
         unknown = ", ".join(sorted(options))
         raise StudyLoadError(f"{source}: bad study options ({unknown}); accepted: {accepted}") from None
+    for name, value in options.items():
+        _check_number(signature.parameters.get(name), name, value, source)
     try:
         return factory(**options)
     except (ValueError, TypeError) as error:
         raise StudyLoadError(f"{source}: {error}") from error
+
+
+def _check_number(param: inspect.Parameter | None, name: str, value: Any, source: str) -> None:
+    """An option whose default is a whole number (or a number) must read as one: named in one line,
+    before the factory's own ``int(value)`` says only ``invalid literal for int()``."""
+    default = None if param is None else param.default
+    if type(default) not in (int, float):  # bool is not a number here; no default: the factory's to check
+        return
+    whole = type(default) is int
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if math.isnan(number) or (whole and not number.is_integer()):
+        raise StudyLoadError(f"{source}: option {name} must be {'a whole number' if whole else 'a number'}, "
+                             f"got {value!r}")  # fmt: skip
 
 
 def _module_name(path: Path) -> str:

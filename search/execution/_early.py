@@ -78,9 +78,11 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
     for proc in procs:
         index = _UNRELEASED.pop(proc.pid, None)
         if go is None:
-            # Not joined: it holds nothing yet (no study, no run, no file but its temporary log).
+            # Not joined: it holds nothing yet (no study, no run, no file but its temporary log,
+            # removed below), and it may be deep in torch's imports, where it would finish them
+            # before it heeds a SIGTERM (seconds of a failed command's time): killed at once.
             # Joined: its trials go with the study, and their runs never started (no parent run).
-            _end(proc, grace=10 if index is not None else 3)
+            _end(proc, grace=0 if index is not None else 3)
         if index is None or proc.stdin is None:
             continue
         if go is not None:
@@ -139,6 +141,10 @@ def end_unjoined(procs: list[subprocess.Popen[bytes]]) -> set[int]:
 
 def _end(proc: subprocess.Popen[bytes], grace: float) -> None:
     if proc.poll() is not None:
+        return
+    if grace <= 0:
+        proc.kill()
+        proc.wait()
         return
     proc.terminate()
     try:

@@ -71,6 +71,12 @@ def test_workers_started_early_leave_nothing_when_the_input_is_bad(cli, tmp_path
     assert [p for p in psutil.process_iter(["cwd"]) if p.pid not in before and p.info["cwd"] == str(work)] == []
 
 
+def test_a_bad_study_option_names_the_option_and_creates_nothing(cli, tmp_path):
+    proc = cli("start", "--study", "resmlp", "--trials", "5", "--study-option", "rows=abc", cwd=tmp_path)
+    _assert_one_line_error(proc, "study 'resmlp': option rows must be a whole number, got 'abc'")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_study_lists_the_choices(cli, tmp_path):
     proc = cli("start", "--study", "resnmlp", "--trials", "5", cwd=tmp_path)
     _assert_one_line_error(proc, "unknown study 'resnmlp'; choose from resmlp, resnet, tinylm")

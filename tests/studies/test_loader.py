@@ -156,3 +156,28 @@ class _Fixed:
 
     def suggest_int(self, name: str, low: int, high: int) -> int:
         return self.params[name]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"rows": "abc"}, "option rows must be a whole number, got 'abc'"),
+        ({"rows": 2.5}, "option rows must be a whole number, got 2.5"),
+        ({"search_epochs": "many"}, "option search_epochs must be a whole number, got 'many'"),
+        ({"data_fraction": "half"}, "option data_fraction must be a number, got 'half'"),
+    ],
+)
+def test_a_number_option_that_is_not_one_is_named(options, said):
+    """The factory's own int() would say only "invalid literal for int() with base 10"."""
+    import studies
+
+    with pytest.raises(studies.StudyError) as info:
+        studies.get_study("resmlp", **options)
+    assert said in str(info.value) and "\n" not in str(info.value)
+
+
+def test_number_options_given_as_text_still_work():
+    import studies
+
+    study = studies.get_study("resmlp", rows="300", data_fraction="0.5", search_epochs=3.0)
+    assert study.search_fidelity.epochs == 3 and study.search_fidelity.data_fraction == 0.5
