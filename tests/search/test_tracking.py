@@ -237,3 +237,10 @@ def test_mlflow_usage_telemetry_is_off_unless_the_user_set_it(monkeypatch, capsy
     main(["--help"])  # as any command
     assert "Usage: search" in capsys.readouterr().out
     assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == expected
+
+
+def test_a_study_experiment_opens_in_mlflow_training_view(tracker: Tracker) -> None:
+    """MLflow 3's UI shows an experiment of no kind as a GenAI one; a study's is model training."""
+    experiment = tracker.client.get_experiment(tracker.experiment_id("kind"))
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert "tags.hpsearch.role = 'trial'" in experiment.tags["mlflow.note.content"]
