@@ -16,7 +16,8 @@ class StudyNotFoundError(SearchError):
 
 
 class DatabaseUnavailableError(SearchError):
-    """The database stayed unreachable for longer than ``--db-outage-limit`` seconds."""
+    """The database stayed unreachable (or the study's rows locked by another session) for longer
+    than ``--db-outage-limit`` seconds."""
 
 
 class TrialLostError(Exception):
