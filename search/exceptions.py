@@ -15,8 +15,13 @@ class StudyNotFoundError(SearchError):
     """A worker or command names a study that does not exist in the storage."""
 
 
+class StudyIncompleteError(SearchError):
+    """The study exists, but ``search start`` has not finished creating it (no record or parent run yet)."""
+
+
 class DatabaseUnavailableError(SearchError):
-    """The database stayed unreachable for longer than ``--db-outage-limit`` seconds."""
+    """The database stayed unreachable (or the study's rows locked by another session) for longer
+    than ``--db-outage-limit`` seconds."""
 
 
 class TrialLostError(Exception):

@@ -4,7 +4,9 @@ On PostgreSQL the lock is a transaction-scoped advisory lock, taken in a transac
 server ends by itself when its holder goes quiet: ``idle_in_transaction_session_timeout`` is set
 for that transaction alone. A holder that freezes (SIGSTOP, a swapped-out VM, a node that lost its
 network) therefore blocks the study for at most ``hold_s`` seconds, not until TCP notices a dead
-peer (hours by default). Writes made on the lock's own connection commit only if the lock was
+peer (hours by default). A holder that waits on a row lock instead (another session holds the
+study's row) gives up as long after: ``lock_timeout`` is set for the transaction too, once the lock
+is held. Writes made on the lock's own connection commit only if the lock was
 still held: a frozen holder that wakes after the server ended its transaction finds its connection
 gone and its writes never land (see ``storage._claim``). A transaction-scoped lock also behaves
 under PgBouncer's transaction pooling, where a session lock would outlive its transaction.
@@ -28,6 +30,19 @@ MIN_HOLD_S = 5.0
 SQLITE_WAIT_S = 120
 
 
+# Taking the lock sets the transaction's two limits in the same round trip, once the lock is held
+# (the subquery, volatile, runs first): the server ends the transaction after ``ms`` of silence from
+# its holder, and any statement of the holder that waits ``ms`` for a row or table lock (a session
+# holding the study's row: psql, a migration, a process outside the study lock) fails with SQLSTATE
+# 55P03 and ends the transaction, so the study lock is never held longer than that for either reason.
+# The wait for the advisory lock itself has no limit: others' short claims pass it in turn.
+_LIMITS = "set_config('idle_in_transaction_session_timeout', :ms, true), set_config('lock_timeout', :ms, true)"
+_TAKE_WAITING = sqlalchemy.text(f"SELECT {_LIMITS} FROM (SELECT pg_advisory_xact_lock(:k)) AS held")
+_TAKE_NOW = sqlalchemy.text(
+    f"SELECT {_LIMITS} FROM (SELECT pg_try_advisory_xact_lock(:k) AS taken) AS held WHERE taken"
+)
+
+
 class LockBusy(StorageError):
     """``study_lock(wait=False)`` found the lock held by another process."""
 
@@ -40,17 +55,16 @@ def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEF
     PostgreSQL: yields the connection whose transaction holds the lock; what the body writes on it
     commits with the lock's release, and only if the lock was held throughout. The server ends the
     transaction, and so frees the lock, once it has waited ``hold_s`` seconds for the holder's next
-    statement. SQLite: an OS file lock next to the database file, released by the kernel when the
-    process dies; yields None. ``wait=False`` raises :class:`LockBusy` at once instead of waiting.
+    statement, and a statement of the holder that waits that long on a row lock fails (SQLSTATE
+    55P03, lock_not_available), ending the transaction. SQLite: an OS file lock next to the database
+    file, released by the kernel when the process dies; yields None. ``wait=False`` raises
+    :class:`LockBusy` at once instead of waiting.
     """
     key = _lock_key(study_name)
     if is_postgres(url):
         with engine.connect() as conn:
-            timeout_ms = int(1000 * max(hold_s, MIN_HOLD_S))
-            conn.execute(sqlalchemy.text(f"SET LOCAL idle_in_transaction_session_timeout = {timeout_ms}"))
-            if wait:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
-            elif not conn.execute(sqlalchemy.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": key}).scalar():
+            params = {"k": key, "ms": str(int(1000 * max(hold_s, MIN_HOLD_S)))}
+            if not conn.execute(_TAKE_WAITING if wait else _TAKE_NOW, params).first():
                 conn.rollback()
                 raise LockBusy(f"the lock of study {study_name!r} is held by another process")
             yield conn

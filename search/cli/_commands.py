@@ -167,7 +167,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     metavar="SECONDS",
     envvar="SEARCH_WAIT_FOR_DB",
     show_envvar=True,
-    help="Wait this long for the database and the study to appear (a scheduler may start workers first).",
+    help="Wait this long for the database and the study to appear (a scheduler may start workers first); "
+    "a study that `search start` is still creating is waited for at least 120 s in any case.",
 )
 @stall_timeout_option(None, "This worker's --stall-timeout (SECONDS or off) [the study's, set by `search start`].")
 @option("--worker-index", type=int, default=0, hidden=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.cli._open import LOCATION_FLAGS, locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR, retrying
-from search.exceptions import SearchError
+from search.exceptions import SearchError, StudyIncompleteError
 from search.execution import (
     ENV_EARLY,
     ENV_SHARDING,
@@ -93,30 +93,41 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     return 0
 
 
+CREATION_WAIT_S = 120.0
+"""How long any worker waits for a study that ``search start`` is creating (it is in the storage, its
+MLflow parent run not yet): a Slurm array or Kubernetes Job started beside the ``start`` job meets it
+so. As long as a trial's run waits for the parent run (``execution._context.PARENT_WAIT_S``)."""
+
+
 def wait_for_study(kwargs: dict[str, Any], seconds: float, created_only: bool = True) -> tuple[Coordinator, Locations]:
-    """Open the study, waiting up to ``seconds`` for its database and the study itself to appear
-    (and, ``created_only``, for ``search start`` to have finished creating it: its parent run).
+    """Open the study, waiting up to ``seconds`` for its database and the study itself to appear,
+    and (``created_only``) up to ``max(seconds, CREATION_WAIT_S)`` for ``search start`` to finish
+    creating it: its record and parent run, stored last.
 
     One line when the wait starts and one when it ends; past the limit, the last error.
     """
     if not seconds >= 0:
         raise SearchError(f"--wait-for-db must be >= 0 seconds, got {seconds:g}")
-    deadline = time.monotonic() + seconds
     started, delay, waited = time.monotonic(), 1.0, False
     while True:
         try:
             # A server that is restarting (refusing connections, "shutting down", "starting up") is
             # an outage, ridden out up to --db-outage-limit and then exit 75, as for a running worker.
-            found = retrying(lambda: _open_study(kwargs, created_only and seconds > 0), "opening the study")
+            found = retrying(lambda: _open_study(kwargs, created_only), "opening the study")
         except (StorageError, SearchError) as exc:  # no study (yet); an outage past the limit (75 once past the wait)
-            left = deadline - time.monotonic()
+            creating = isinstance(exc, StudyIncompleteError) and created_only
+            limit = max(seconds, CREATION_WAIT_S) if creating else seconds
+            left = started + limit - time.monotonic()
             if left <= 0:
+                if creating:
+                    raise StudyIncompleteError(f"{exc} after {limit:g} s: if `search start` stopped before it "
+                                               "finished, run it again to finish the study") from exc  # fmt: skip
                 raise
             if not waited:
-                log.warning("waiting up to %g s for the study: %s", seconds, exc)
+                log.warning("waiting up to %g s for the study: %s", limit, exc)
                 waited = True
             time.sleep(min(delay, left))
-            delay = min(2 * delay, 10.0)
+            delay = min(2 * delay, 2.0 if creating else 10.0)  # `search start` takes seconds, not minutes
             continue
         if waited:
             log.warning("study %r found after %.0f s; joining it", found[0].study_name, time.monotonic() - started)
@@ -127,7 +138,7 @@ def _open_study(kwargs: dict[str, Any], created_only: bool) -> tuple[Coordinator
     found = open_existing_with_locations(dict(kwargs))
     if created_only and PARENT_RUN_ATTR not in found[0].load().user_attrs:  # `search start` is still creating it
         found[0].storage.engine.dispose()
-        raise SearchError(f"study {found[0].study_name!r} is still being created")
+        raise StudyIncompleteError(f"study {found[0].study_name!r} is still being created (no MLflow parent run yet)")
     return found
 
 

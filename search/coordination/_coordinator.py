@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import storage as st
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import retrying
-from search.exceptions import SearchError, StudyMismatchError, StudyNotFoundError
+from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
 from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
 
 if TYPE_CHECKING:
@@ -88,8 +88,10 @@ class Coordinator:
 
     def read_record(self) -> StudyRecord:
         attrs = self.study_user_attrs()
-        if SPEC_ATTR not in attrs:
-            raise SearchError(f"study {self.study_name!r} was not created by hpsearch (no {SPEC_ATTR} attribute)")
+        if SPEC_ATTR not in attrs:  # or `search start` has not stored it yet (create_or_resume)
+            raise StudyIncompleteError(
+                f"study {self.study_name!r} was not created by hpsearch (no {SPEC_ATTR} attribute)"
+            )
         return StudyRecord.from_json(attrs[SPEC_ATTR])
 
     def create_or_resume(self, record: StudyRecord, budget: int) -> tuple[optuna.Study, bool]:

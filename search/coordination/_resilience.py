@@ -82,6 +82,10 @@ _GONE = frozenset({"57P01", "57P02", "57P03", "25P03"})
 # A live server's answers that mean "run the same thing again": a deadlock victim, a serialization
 # failure. Retried a few times at once, not counted as an outage.
 TRANSIENT = frozenset({"40P01", "40001"})
+# lock_timeout, which only the study lock's transaction sets (storage.study_lock): a statement under
+# the lock waited a grace period for a row another session holds. The transaction, and with it the
+# study lock, is gone; the call is retried with backoff, like an outage, on a clock of its own.
+LOCK_TIMEOUT = "55P03"
 
 
 def sqlstate(exc: BaseException) -> str | None:
@@ -112,13 +116,22 @@ def _is_lost_connection(exc: BaseException) -> bool:
     return any(_is_driver_error(exc, driver) for driver in ("psycopg2", "psycopg"))
 
 
-def _is_transient(exc: BaseException) -> bool:
+def _chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in chain and len(chain) < 10:
         chain.append(current)
         current = current.__cause__ or current.__context__
-    return any(sqlstate(inner) in TRANSIENT for inner in chain)
+    return chain
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return any(sqlstate(inner) in TRANSIENT for inner in _chain(exc))
+
+
+def is_lock_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` is a statement under the study lock that waited too long for a row lock."""
+    return any(sqlstate(inner) == LOCK_TIMEOUT for inner in _chain(exc))
 
 
 def _is_driver_error(exc: BaseException, driver: str) -> bool:
@@ -130,7 +143,9 @@ def _is_driver_error(exc: BaseException, driver: str) -> bool:
 class _Outage:
     """This process's view of the database: reachable, or unreachable since when."""
 
-    def __init__(self) -> None:
+    def __init__(self, lost: str = "database connection lost", back: str = "database connection back",
+                 gone: str = "database unreachable") -> None:  # fmt: skip
+        self.lost, self.back, self.gone = lost, back, gone
         self._lock = threading.Lock()
         self.since: float | None = None
         self.ended: float | None = None
@@ -141,8 +156,8 @@ class _Outage:
             now = time.monotonic()
             if self.since is None:
                 self.since = now
-                log.warning("database connection lost while %s (%s); retrying for up to %g s",
-                            what, _brief(exc), outage_limit())  # fmt: skip
+                log.warning("%s while %s (%s); retrying for up to %g s",
+                            self.lost, what, _brief(exc), outage_limit())  # fmt: skip
             return now - self.since
 
     def succeeded(self) -> None:
@@ -151,7 +166,7 @@ class _Outage:
         with self._lock:
             if self.since is not None:
                 now = time.monotonic()
-                log.info("database connection back after %.1f s", now - self.since)
+                log.info("%s after %.1f s", self.back, now - self.since)
                 self.since, self.ended = None, now
 
     def within(self, seconds: float) -> bool:
@@ -165,6 +180,11 @@ OUTAGE = _Outage()
 TRACKING_OUTAGE = _Outage()
 """The MLflow tracking store: an outage of its own, so successful Optuna calls (the heartbeat, the
 main thread's reports) neither reset its clock nor hide it, and it never delays reaping."""
+ROW_LOCKS = _Outage("the study's rows locked by another session", "the study's rows free again",
+                    "the study's rows locked by another session")  # fmt: skip
+"""Claims that gave up waiting for a row another session holds (:data:`LOCK_TIMEOUT`). Its own
+clock: the heartbeat's successes say nothing about those rows, and a held row is no outage (the
+reaper's grace after one would wait for nothing)."""
 
 
 def _brief(exc: BaseException) -> str:
@@ -181,17 +201,20 @@ def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) ->
     """``call()``, retried with capped exponential backoff while the database is unreachable.
 
     ``what`` completes "database connection lost while ..." (e.g. "claiming a trial"). Only a
-    lost or refused connection starts the outage clock. A deadlock victim or a serialization
-    failure is run again at once, a few times, without counting as an outage; any other error (a
-    statement timeout, SQLite's "database is locked" past its busy timeout) propagates at once.
+    lost or refused connection starts the outage clock. A statement under the study lock that timed
+    out waiting for a row lock is retried the same way, on the clock of :data:`ROW_LOCKS`. A deadlock
+    victim or a serialization failure is run again at once, a few times, without counting as an
+    outage; any other error (a statement timeout, SQLite's "database is locked" past its busy
+    timeout) propagates at once.
     ``call`` must be safe to repeat: a write whose reply was lost may have committed.
 
     Raises:
-        DatabaseUnavailableError: the outage lasted longer than ``--db-outage-limit``.
+        DatabaseUnavailableError: the outage (or the rows' lock) lasted longer than ``--db-outage-limit``.
     """
     outage = outage or OUTAGE  # the Optuna database unless told otherwise
     delay = FIRST_DELAY_S
     reruns = TRANSIENT_RERUNS
+    held = False  # this call met rows another session holds
     while True:
         try:
             result = call()
@@ -201,18 +224,21 @@ def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) ->
                 log.debug("%s: %s; running it again", what, _brief(exc))
                 time.sleep(random.uniform(0.05, 0.5))
                 continue
-            if not is_connection_error(exc):
+            clock = ROW_LOCKS if is_lock_timeout(exc) else outage if is_connection_error(exc) else None
+            if clock is None:
                 raise
-            down, limit = outage.failed(what, exc), outage_limit()
+            held = held or clock is ROW_LOCKS
+            down, limit = clock.failed(what, exc), outage_limit()
             if down >= limit:
                 raise DatabaseUnavailableError(
-                    f"database unreachable for {down:.0f} s while {what} (limit --db-outage-limit {limit:g}): "
-                    f"{_brief(exc)}"
+                    f"{clock.gone} for {down:.0f} s while {what} (limit --db-outage-limit {limit:g}): {_brief(exc)}"
                 ) from exc
             time.sleep(min(delay * random.uniform(0.8, 1.2), limit - down + 0.1))
             delay = min(2 * delay, MAX_DELAY_S)
             continue
         outage.succeeded()
+        if held:  # only a call that met the held rows can say they are free
+            ROW_LOCKS.succeeded()
         return result
 
 

@@ -148,3 +148,48 @@ def test_a_claimed_trial_starts_at_the_time_optuna_would_record_whatever_the_nod
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_a_claim_waiting_on_a_row_another_session_holds_frees_the_lock_within_the_grace_period(pg_url, caplog):
+    """A session outside the study lock (psql, a migration) holds the study's row: the claimer that
+    holds the study lock waits on it, but only one grace period (lock_timeout), then lets the lock
+    go and tries again; once the row is free, the claim goes through and the budget stays exact."""
+    import sqlalchemy
+
+    import storage
+
+    coordinator, study = _study(pg_url, "rowheld", trials=1)
+    outside = storage.create_engine(pg_url)
+    held = outside.connect()
+    held.execute(sqlalchemy.text("SELECT * FROM studies WHERE study_id = :sid FOR UPDATE"), {"sid": study._study_id})
+    claimed: list[int | None] = []
+    claimer = threading.Thread(target=lambda: claimed.append(coordinator.claim(study)[0].number), daemon=True)
+    other, waited = storage.create_engine(pg_url), []
+
+    def take_the_lock() -> None:  # as the next worker's claim would
+        started = time.monotonic()
+        with storage.study_lock(other, pg_url, "rowheld"):
+            waited.append(time.monotonic() - started)
+
+    try:
+        claimer.start()
+        deadline = time.monotonic() + 30
+        row_wait = "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype <> 'advisory'"
+        while not held.execute(sqlalchemy.text(row_wait)).scalar():  # the claimer now waits on the row
+            assert time.monotonic() < deadline, "the claim never waited on the held row"
+            time.sleep(0.05)
+        waiter = threading.Thread(target=take_the_lock, daemon=True)
+        waiter.start()
+        waiter.join(timeout=GRACE_S + 20)
+        assert waited, "the study lock stayed held past the grace period by a claimer waiting on a row"
+        assert waited[0] < GRACE_S + 5, waited  # a bound, with slack for a loaded machine
+        assert claimer.is_alive() and not claimed  # still trying: the row is still held
+    finally:
+        held.rollback()
+        held.close()
+    claimer.join(timeout=60)
+    assert claimed == [0]
+    assert [t.number for t in study.get_trials(deepcopy=False)] == [0]
+    assert "the study's rows locked by another session while claiming a trial" in caplog.text
+    other.dispose()
+    outside.dispose()

@@ -307,3 +307,75 @@ def test_a_worker_that_ends_stalled_between_two_looks_is_restarted():
 
     assert wait_for_workers([_ExitsBetweenLooks(EXIT_STALLED)], lambda: None, restart) == [0]
     assert restarted == [0]
+
+
+def _log_has(path: Path, text: str, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in path.read_text():
+        assert proc.poll() is None, f"the worker exited {proc.returncode}: {path.read_text()}"
+        assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.2)
+
+
+@pytest.mark.postgres
+def test_workers_that_find_the_study_half_created_wait_for_its_parent_run_then_join(tmp_path, pg_url):
+    """The study is in PostgreSQL, its MLflow parent run not yet (`search start` is still creating it):
+    workers started without --wait-for-db wait for it instead of exiting 2, then share the budget."""
+    from search.cli import StartOptions, prepare, resolve_locations
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+    from search.tracking import open_parent_run
+
+    loc = resolve_locations(storage=pg_url, tracking_uri=None, artifact_location=None, project_dir=tmp_path / "p")
+    loc.project_dir.mkdir(parents=True, exist_ok=True)
+    opts = StartOptions(study=SLEEP_STUDY, trials=3, settings=SearchSettings(pruner="none"),
+                        study_options={"epoch_seconds": 0.3, "epochs": 2})  # fmt: skip
+    optuna_study, created = Coordinator(pg_url, "sleep").create_or_resume(prepare(opts).record, 3)
+    assert created
+    workers, logs = [], [tmp_path / f"worker-{i}.log" for i in range(2)]
+    for log in logs:
+        with log.open("w") as out:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")} | {"PYTHONUNBUFFERED": "1"}
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "search", "worker", "--name", "sleep", "--storage", pg_url,
+                 "--project-dir", str(loc.project_dir)], cwd=tmp_path, env=env, stdout=out, stderr=out, text=True,
+            ))  # fmt: skip
+    for worker, log in zip(workers, logs, strict=True):
+        _log_has(log, "waiting up to 120 s for the study: study 'sleep' is still being created", worker)
+    open_parent_run(optuna_study, loc, resumed=False, summary={"study": "sleep"})  # `search start`'s last step
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.wait(timeout=240) == 0, log.read_text()
+        assert log.read_text().count("study 'sleep' found after") == 1, log.read_text()
+    states = [t.state.name for t in optuna_study.get_trials(deepcopy=False)]
+    assert states == ["COMPLETE"] * 3  # the budget, exactly
+
+
+@pytest.mark.postgres
+def test_workers_started_beside_search_start_join_the_study_it_is_creating(cli, tmp_path, pg_url):
+    """A Slurm array or Kubernetes Job started beside the `start` job: workers that see the study appear
+    in PostgreSQL start at once (no --wait-for-db), with the parent run likely not there yet; all join."""
+    import sqlalchemy
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    start = subprocess.Popen([sys.executable, "-m", "search", "start", "--study", SLEEP_STUDY, "--trials", "4",
+                              "--workers", "0", *QUICK, "--storage", pg_url], cwd=tmp_path, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    engine = sqlalchemy.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg2://", 1))
+    deadline = time.monotonic() + 120
+    while True:  # the moment the study appears
+        with engine.connect() as conn:
+            tables = conn.execute(sqlalchemy.text("SELECT to_regclass('studies') IS NOT NULL")).scalar()
+            if tables and conn.execute(sqlalchemy.text("SELECT count(*) FROM studies")).scalar():
+                break
+        assert start.poll() is None and time.monotonic() < deadline, start.communicate()[0]
+        time.sleep(0.05)
+    engine.dispose()
+    workers = [_worker(["--name", "sleep", "--storage", pg_url], tmp_path) for _ in range(3)]
+    errs = [w.communicate(timeout=300)[1] for w in workers]
+    out, _ = start.communicate(timeout=120)
+    for worker, err in zip(workers, errs, strict=True):
+        assert worker.returncode == 0, err
+        assert "Traceback" not in err
+    assert start.returncode == 0, out
+    assert "4/4 trials finished (4 complete" in out, out
