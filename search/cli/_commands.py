@@ -214,13 +214,29 @@ def studies() -> None:
 @option("--json", "as_json", is_flag=True, help="Print JSON.")
 @location_options
 def status(**kwargs: Any) -> None:
-    """Where a study stands: counts, running trials, best value (any storage, any machine)."""
-    from search.cli._open import open_existing
+    """Where a study stands: counts, running trials, best value (any storage, any machine); once it is
+    done, its champion."""
+    import json
+    from dataclasses import asdict
+
+    from search.cli._open import open_existing_with_locations
     from search.observation import snapshot
+    from search.tracking import Tracker, read_champion
 
     as_json = kwargs.pop("as_json")
-    snap = snapshot(open_existing(kwargs))
-    click.echo(snap.to_json() if as_json else "\n".join(snap.lines()))
+    coordinator, loc = open_existing_with_locations(kwargs)
+    snap = snapshot(coordinator)
+    champion = read_champion(Tracker(loc.tracking()), coordinator.study_name) if snap.done else None
+    if as_json:
+        click.echo(json.dumps({**asdict(snap), "done": snap.done,
+                               "champion": None if champion is None else asdict(champion)}, indent=2))  # fmt: skip
+        return
+    click.echo("\n".join(snap.lines()))
+    if snap.done and champion is None:
+        click.echo("  done; no champion registered yet (`search retrain` trains the best trial and registers it)")
+    elif snap.done:
+        click.echo(f"  done; champion: {champion.model_name} version {champion.version} (retrained trial "
+                   f"{champion.source_trial}), models:/{champion.model_name}@champion")  # fmt: skip
 
 
 @cli.command()

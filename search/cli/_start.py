@@ -203,9 +203,10 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     except BaseException:
         release_workers(procs, go=None)
         raise
-    if finished:  # the same command again: say so and show what it found, train nothing
+    if finished and not opts.quiet:  # the same command again: say so and show what it found, train nothing
         print(f"study {coordinator.study_name!r} is finished: nothing to run (`search retrain` trains its best "
               f"trial again; a larger --trials searches on)", flush=True)  # fmt: skip
+    if finished:
         return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet, already_finished=True)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the

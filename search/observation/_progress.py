@@ -56,9 +56,14 @@ class Snapshot:
     recent_failures: list[tuple[int, str]] = field(default_factory=list)
     """The last few failed trials, newest last: number and the first line of the reason."""
 
+    @property
+    def done(self) -> bool:
+        """Every trial of the budget has finished and none is running or queued."""
+        return self.finished >= self.budget and self.running == 0 and self.waiting == 0
+
     def line(self) -> str:
         best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
-        eta = "-" if self.eta_seconds is None else duration(self.eta_seconds)
+        eta = "done" if self.done else "-" if self.eta_seconds is None else duration(self.eta_seconds)
         return (
             f"{self.study}: {self.finished}/{self.budget} finished, {self.running} running, "
             f"{self.complete} complete, {self.pruned} pruned, {self.failed} failed, best {best}, "

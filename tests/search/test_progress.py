@@ -129,7 +129,7 @@ def test_snapshot_json_round_trips(sqlite_demo):
     assert data["running_trials"][0]["worker"] == RUNNING["worker"]
 
 
-# -- `search start` itself, on a study whose budget is already spent (it follows once, then sums up) --
+# -- on a study whose budget is already spent: `search follow` draws once, `search start` sums up --
 
 
 def _start_args(demo, quiet: bool = False) -> list[str]:
@@ -166,13 +166,14 @@ def spent_study(make_demo, tmp_path):
     return make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False)
 
 
-def test_start_on_a_terminal_draws_the_live_view(spent_study, tmp_path):
-    raw = _run_in_terminal(_start_args(spent_study), tmp_path)
+def test_follow_on_a_terminal_draws_the_live_view(spent_study, tmp_path):
+    """The view `search start` draws while its trials run (`search start` on a finished study runs nothing)."""
+    raw = _run_in_terminal(["follow", *spent_study.flags()], tmp_path)
     assert "\x1b[" in raw  # drawn with terminal control codes, not plain lines
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
     assert "demo · minimize val_loss" in out and "6/6 finished" in out and "best 0.4 (trial 2)" in out
-    assert out.index("6/6 finished") < out.index("study 'demo': 6/6 trials finished")
-    view = out[: out.index("study 'demo': 6/6 trials finished")]
+    assert out.index("6/6 finished") < out.index("study 'demo' finished: 6/6 trials")
+    view = out[: out.index("study 'demo' finished: 6/6 trials")]
     for fragment in ("best params lr=0.001  width=192", "trial 3 failed: diverged at epoch 1",
                      "dashboard: search dashboard --name demo"):  # fmt: skip
         assert fragment in view, (fragment, view)

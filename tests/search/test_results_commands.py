@@ -108,6 +108,14 @@ def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_not
     assert best["champion"]["version"] == "1"
 
 
+def test_status_of_a_finished_study_says_done_and_names_the_champion(retrained, cli):
+    text = cli("status", "--study", "resmlp", cwd=retrained, check=True).stdout.splitlines()
+    assert text[0].startswith("resmlp: 2/2 finished") and text[0].endswith("ETA done")
+    assert text[1].startswith("  done; champion: resmlp version 1 (retrained trial ")
+    data = json.loads(cli("status", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
+    assert data["done"] is True and data["champion"]["version"] == "1"
+
+
 def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
     cli("report", "--study", "resmlp", "-o", "r.html", "--no-mlflow", cwd=retrained, check=True)
     page = (retrained / "r.html").read_text()
