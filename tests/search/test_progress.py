@@ -163,7 +163,9 @@ def _run_in_terminal(args: list[str], cwd: Path) -> str:
 def spent_study(make_demo, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    return make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False)
+    demo = make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False)
+    Coordinator(demo.url, demo.name).load().set_user_attr("hpsearch.budget", 6)  # its 6 trials are the budget
+    return demo
 
 
 def test_follow_on_a_terminal_draws_the_live_view(spent_study, tmp_path):
@@ -196,7 +198,8 @@ def test_where_to_look_names_the_commands_or_the_mlflow_server(tmp_path, monkeyp
     server = Locations(project, coordinator.url, f"http://bob:{FAKE_PASSWORD}@mlflow:5000/", None, project,
                        embedded=True)  # fmt: skip
     dashboard, mlflow = watch_hints(coordinator, server)
-    assert dashboard.startswith("dashboard: search dashboard --name demo --tracking-uri http://bob:***@mlflow")
+    # A command to paste: the password left out (a *** would be sent as the password), not masked.
+    assert dashboard == "dashboard: search dashboard --name demo --tracking-uri http://bob@mlflow:5000/"
     assert mlflow == "MLflow: http://bob:***@mlflow:5000"
 
 
