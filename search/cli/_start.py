@@ -230,10 +230,9 @@ def _run_local(coordinator: Coordinator, loc: Locations, procs: list[Any], follo
     :class:`~search.execution.Restarts`). If all of them died of faults with the study unfinished,
     follow it while workers elsewhere train it; raise :class:`WorkerFaultError` once nobody does."""
     codes = wait_for_workers(procs, follow, restarts)
+    # Bad input or an outage raises here: one line, without a warning per worker before it.
+    fault = None if _budget_spent(coordinator) else check_some_worker_succeeded(codes, loc)
     report_worker_codes(codes, loc)
-    if _budget_spent(coordinator):
-        return
-    fault = check_some_worker_succeeded(codes, loc)  # raises for bad input, and for an outage
     if fault is None:
         return
     log.warning("%s; following the study while workers elsewhere train it", fault)
