@@ -1,4 +1,5 @@
-"""Exceptions of :mod:`search`. Any of them ends a command with one line and exit code 2."""
+"""Exceptions of :mod:`search`. Each ends a command with one line and exit code 2 (bad input), unless
+its docstring says otherwise (75: retry later; 70: local workers died of faults)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ class StudyIncompleteError(SearchError):
 class DatabaseUnavailableError(SearchError):
     """The database stayed unreachable (or the study's rows locked by another session) for longer
     than ``--db-outage-limit`` seconds."""
+
+
+class WorkerFaultError(Exception):
+    """``search start``'s local workers died of faults (killed by a signal, crashed, stalled) with the
+    study unfinished and nobody else training it: one line and exit code 70, not 2 (the input is
+    fine; the same command resumes the study once the cause is dealt with)."""
 
 
 class TrialLostError(Exception):

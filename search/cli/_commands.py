@@ -78,6 +78,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     """
     from click.core import ParameterSource
 
+    from search.cli._signals import stop_on_signals
     from search.cli._start_options import StartOptions, check_flags, start_workers
     from search.exceptions import SearchError
     from search.execution import release_workers
@@ -100,6 +101,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         narrow=narrow, explicit=frozenset(given),
     )  # fmt: skip
     check_flags(opts)
+    stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does
     # The workers start now, before this command imports SQLAlchemy, Optuna and the study (about
     # 0.4 s here), which their own imports overlap; they learn where the study lives when they join.
     local = start_workers(opts, debug=ctx.obj["debug"])

@@ -12,11 +12,15 @@ import click
 
 from search.cli import _commands, _data, _slurm, _tools, _views  # noqa: F401  (registers the subcommands)
 from search.cli._group import cli
+from search.cli._signals import interrupted_exit_code
 
 EXIT_USAGE = 2
 EXIT_TEMPFAIL = 75
 """EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit; the same command may work later."""
+EXIT_FAULT = 70
+"""EX_SOFTWARE: `search start`'s local workers kept dying (a signal, a crash) and nobody else trains the study."""
 EXIT_INTERRUPTED = 130
+"""Ctrl-C; SIGTERM and SIGHUP to `search start` exit 143 and 129 (see :mod:`search.cli._signals`)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,10 +42,12 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
         _fail(f"{exc.format_message()}{hint}", EXIT_USAGE)
     except KeyboardInterrupt:
-        _fail("interrupted", EXIT_INTERRUPTED)
+        _fail("interrupted", interrupted_exit_code())
     except Exception as exc:
         if not debug and type(exc).__name__ == "DatabaseUnavailableError":
             _fail(_one_line(exc), EXIT_TEMPFAIL)
+        if not debug and type(exc).__name__ == "WorkerFaultError":
+            _fail(_one_line(exc), EXIT_FAULT)
         if debug or not _is_user_error(exc):
             raise
         _fail(_one_line(exc), EXIT_USAGE)

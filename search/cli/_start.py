@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 import storage
 from search.cli._open import check_reachable, locations
 from search.cli._output import final_summary, watch_hints
+from search.cli._signals import interrupted_exit_code
 from search.cli._start_options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.coordination import Coordinator
-from search.exceptions import StudyMismatchError
+from search.exceptions import StudyMismatchError, WorkerFaultError
 from search.execution import (
+    Restarts,
     check_some_worker_succeeded,
     check_trains_here,
     reaping,
@@ -226,18 +228,50 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
-            # A worker that failed a stalled trial exits (its thread is hung): a fresh one takes its place.
-            codes = wait_for_workers(procs, follow, lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug))
-            if not _budget_spent(coordinator):
-                check_some_worker_succeeded(codes, loc)
-            report_worker_codes(codes, loc)
+            restarts = Restarts(lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug),
+                                live=lambda: not _budget_spent(coordinator),
+                                finished=lambda pid, i: _finished_by(coordinator, pid, i))  # fmt: skip
+            _run_local(coordinator, loc, procs, follow, follower, restarts)
         follow_until_done(coordinator, follower)
     except KeyboardInterrupt:
         follower.close()
         print("interrupted: running trials were stopped and will resume; run the same command again to resume")
-        return 130
+        return interrupted_exit_code()
     follower.close()
     return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
+
+
+NOBODY_S = 10.0
+"""How long a study without a running trial counts as trained by nobody (an idle worker elsewhere
+claims a queued trial within seconds)."""
+
+
+def _run_local(coordinator: Coordinator, loc: Locations, procs: list[Any], follow: Callable[[], None],
+               follower: Any, restarts: Restarts) -> None:  # fmt: skip
+    """Wait for the local workers (replacing those that die of a fault while the study is live, see
+    :class:`~search.execution.Restarts`). If all of them died of faults with the study unfinished,
+    follow it while workers elsewhere train it; raise :class:`WorkerFaultError` once nobody does."""
+    codes = wait_for_workers(procs, follow, restarts)
+    # Bad input or an outage raises here: one line, without a warning per worker before it.
+    fault = None if _budget_spent(coordinator) else check_some_worker_succeeded(codes, loc)
+    report_worker_codes(codes, loc)
+    if fault is None:
+        return
+    log.warning("%s; following the study while workers elsewhere train it", fault)
+    if not follow_until_done(coordinator, follower, idle_limit=NOBODY_S):
+        raise WorkerFaultError(f"{fault}; no worker trains the study (its trials are queued again: run the "
+                               "same command to resume it)")  # fmt: skip
+
+
+def _finished_by(coordinator: Coordinator, pid: int, index: int) -> bool:
+    """Whether the local worker that ran as ``pid`` completed or pruned a trial (its id: default_worker_id)."""
+    import socket
+
+    from optuna.trial import TrialState
+
+    worker = f"{socket.gethostname()}:{pid}:{index}"
+    trials = coordinator.load().get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    return any(t.user_attrs.get("worker") == worker for t in trials)
 
 
 def _claimed(counts: storage.TrialCounts) -> int:
@@ -256,16 +290,23 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
         time.sleep(0.05)
 
 
-def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0) -> None:
-    """Follow the study (reaping dead trials) until every logical trial of the budget has finished."""
+def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0,
+                      idle_limit: float | None = None) -> bool:  # fmt: skip
+    """Follow the study (reaping dead trials) until every logical trial of the budget has finished:
+    True. With ``idle_limit``, False once no trial has been running for that many seconds."""
     study = coordinator.load()
+    busy = time.monotonic()
     while True:
         coordinator.reap(study)
         counts = coordinator.counts()
         follower()
         if counts.finished_logical >= coordinator.budget() and counts.state("RUNNING") == 0 \
                 and counts.state("WAITING") == 0:  # fmt: skip
-            return
+            return True
+        if counts.state("RUNNING") > 0:
+            busy = time.monotonic()
+        elif idle_limit is not None and time.monotonic() - busy >= idle_limit:
+            return False
         time.sleep(poll)
 
 

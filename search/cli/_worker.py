@@ -16,6 +16,7 @@ from search.execution import (
     ENV_SHARDING,
     ENV_STALL_TIMEOUT,
     Nodes,
+    Restarts,
     await_release,
     connect,
     default_worker_id,
@@ -79,7 +80,8 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         release()
         name = coordinator.study_name
         procs = spawn_workers(loc, name, len(gpus), gpus, debug)
-        codes = wait_for_workers(procs, lambda: None, lambda i: spawn_worker(loc, name, i, len(gpus), gpus, debug))
+        codes = wait_for_workers(procs, lambda: None, Restarts(lambda i: spawn_worker(loc, name, i, len(gpus), gpus,
+                                                                                      debug)))  # fmt: skip
         return max((c or 0) for c in codes)
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from search.execution._machine import default_workers, parse_gpus, schema_checked, visible_gpus, worker_logs
     from search.execution._pruning import PruningHook
+    from search.execution._restarts import Restarts
     from search.execution._slurm import SlurmArray
     from search.execution._slurm import submit as submit_array
     from search.execution._trial import logical_number, run_trial
@@ -54,6 +55,7 @@ _LAZY = {
     "Nodes": ("search.execution._gang", "Nodes"),
     "ParentRun": ("search.execution._context", "ParentRun"),
     "PruningHook": ("search.execution._pruning", "PruningHook"),
+    "Restarts": ("search.execution._restarts", "Restarts"),
     "SlurmArray": ("search.execution._slurm", "SlurmArray"),
     "TrialOutcome": ("search.execution._context", "TrialOutcome"),
     "WorkerContext": ("search.execution._context", "WorkerContext"),
@@ -97,6 +99,7 @@ __all__ = [
     "Nodes",
     "ParentRun",
     "PruningHook",
+    "Restarts",
     "SlurmArray",
     "TrialOutcome",
     "WorkerContext",

@@ -24,7 +24,8 @@ from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     worker_logs,
     worker_threads,
 )
-from search.execution._watchdog import EXIT_STALLED
+from search.execution._restarts import Restarts, describe, is_fault
+from search.execution._tree import descendants, end_processes
 from search.settings import location_env
 from search.tracking import Tracker
 
@@ -60,28 +61,29 @@ def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[s
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
-                     restart: Callable[[int], subprocess.Popen[bytes]] | None = None) -> list[int]:  # fmt: skip
+def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any, restart: Restarts | None = None) -> list[int]:
     """Call ``follow()`` about once a second until every worker has exited; forward Ctrl-C.
 
-    With ``restart``, a worker that exits after failing a stalled trial (:data:`EXIT_STALLED`) is
-    replaced by ``restart(index)``, so the trial's retry and the rest of the budget find a worker.
-    Each such exit costs one attempt of one trial, so the restarts end with the budget.
+    With ``restart`` (:class:`~search.execution._restarts.Restarts`), a worker that exits with a
+    code other than 0 is offered to it, once, and replaced by the fresh worker it returns: after
+    failing a stalled trial (:data:`EXIT_STALLED`), or dying of a fault while the study is live.
     Once one exits with the study over, those still importing (never joined) are ended, with code 0.
     """
     next_follow, done = 0.0, 0
     spared: set[int] = set()  # ended as not needed (see end_unjoined): they exit as having succeeded
+    settled: set[int] = set()  # exited, and not replaced
     try:
         while True:
-            # One look at each worker a pass: a worker that exited between a look for a stalled exit
-            # and a look for any exit would count as done, and its stalled trial's retry find no worker.
+            # One look at each worker a pass: a worker that exited between a look for a restart and
+            # a look for any exit would count as done, and its stalled trial's retry find no worker.
             codes = [p.poll() for p in procs]
-            if restart is not None:
-                for index, code in enumerate(codes):
-                    if code == EXIT_STALLED:
-                        log.warning("worker %d ended after failing a stalled trial (exit code %d); starting a fresh "
-                                    "one", index, EXIT_STALLED)  # fmt: skip
-                        procs[index], codes[index] = restart(index), None
+            for index, code in enumerate(codes):
+                if restart is not None and code not in (0, None) and index not in settled:
+                    fresh = restart(index, procs[index])
+                    if fresh is None:
+                        settled.add(index)
+                    else:
+                        procs[index], codes[index] = fresh, None
             exited = [code is not None for code in codes]
             if all(exited):
                 break
@@ -95,32 +97,53 @@ def wait_for_workers(procs: list[subprocess.Popen[bytes]], follow: Any,
                 next_follow = time.monotonic() + 1.0
             time.sleep(0.1)  # the last worker's exit is seen within 0.1 s: the study's end waits on it
     except KeyboardInterrupt:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 60
-        for p in procs:
-            try:
-                p.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_workers(procs)
         raise
     follow()
     return [0 if index in spared else p.returncode for index, p in enumerate(procs)]
 
 
-def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:
-    """All local workers failing is an error to report, not a study to wait on forever."""
+def stop_workers(procs: list[subprocess.Popen[bytes]], limit: float = 60.0) -> None:
+    """Ctrl-C to each worker (it queues its running trial again), a wait of at most ``limit`` s,
+    SIGKILL for the rest; then whatever of their process trees is left (DataLoader processes)."""
+    tree = descendants()  # read now: a worker's children are no longer found through it once it exits
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + limit
+    for p in procs:
+        try:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    end_processes(tree, "the stopped workers")
+
+
+def check_some_worker_succeeded(codes: list[int], loc: Locations) -> str | None:
+    """None when a local worker succeeded (or none ran); the reason, in one line, when all of them
+    died of faults (:func:`is_fault`) or were stopped (130, 143, 129): the study may go on elsewhere.
+
+    Raises what the workers said otherwise: bad input (:class:`SearchError`, a study not to wait on
+    forever) or, when all of them exited 75, :class:`DatabaseUnavailableError` (retry later).
+    """
     if not codes or any(code == 0 for code in codes):
-        return
+        return None
     log_file = worker_logs(loc) / "worker-0.log"
     lines = [line for line in log_file.read_text(errors="replace").splitlines() if line.strip()] \
         if log_file.exists() else []  # fmt: skip
     last = f": {lines[-1].strip()}" if lines else ""
-    message = f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}"
+    shown = ", ".join(sorted({describe(code) for code in codes}))
+    message = f"all {len(codes)} local workers failed ({shown}); {log_file}{last}"
     if set(codes) == {EXIT_TEMPFAIL}:  # the database went away for all of them: retry later
         raise DatabaseUnavailableError(message)
-    raise SearchError(message)
+    if all(is_fault(code) or code in _STOPPED for code in codes):
+        return message
+    raise SearchError(message.replace(f"({shown})", f"(exit codes {sorted(set(codes))})"))
+
+
+_STOPPED = frozenset({130, 143, 129})
+"""A worker's exit after Ctrl-C, SIGTERM or SIGHUP: its trial is queued again, no fault of the input."""
 
 
 def report_worker_codes(codes: list[int], loc: Locations) -> None:

@@ -7,8 +7,9 @@ micro-batch or a validation batch, so a long validation is progress too), counte
 trial's start, so a loader that hangs before the first step is caught as well. After
 ``stall_timeout`` seconds without any, the watchdog thread fails the trial with its reason, queues
 its retry (as the reaper does for a dead worker's trial), ends its MLflow run FAILED and, since a
-hung thread cannot be stopped, ends the worker process with :data:`EXIT_STALLED`. ``search start``
-starts a fresh worker in its place; other supervisors (Slurm, Kubernetes, compose) restart it.
+hung thread cannot be stopped, ends the worker process with :data:`EXIT_STALLED`, its own child
+processes first (a DataLoader's workers, which a hung loader leaves waiting for good). ``search
+start`` starts a fresh worker in its place; other supervisors (Slurm, Kubernetes, compose) restart it.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class Progress:
 
 @contextmanager
 def watchdog(ctx: WorkerContext, trial: optuna.trial.Trial,
-             on_exit: Callable[[int], Any] = os._exit) -> Iterator[Progress]:  # fmt: skip
+             on_exit: Callable[[int], Any] | None = None) -> Iterator[Progress]:  # fmt: skip
     """Watch ``trial``'s progress while the block runs; see the module docstring."""
     progress = Progress()
     limit = stall_limit(ctx.record.settings.stall_timeout)
@@ -82,7 +83,7 @@ def watchdog(ctx: WorkerContext, trial: optuna.trial.Trial,
         yield progress
         return
     stop = threading.Event()
-    thread = threading.Thread(target=_watch, args=(ctx, trial, progress, limit, stop, on_exit),
+    thread = threading.Thread(target=_watch, args=(ctx, trial, progress, limit, stop, on_exit or _exit_tree),
                               name=f"watchdog-{trial.number}", daemon=True)  # fmt: skip
     thread.start()
     try:
@@ -159,6 +160,17 @@ def _end_run(ctx: WorkerContext, trial: FrozenTrial, reason: str) -> None:
         ctx.tracker.end_run(run_id, "FAILED")
     except Exception as exc:  # noqa: BLE001 - bookkeeping only; a retry marks it KILLED when it starts
         log.warning("could not end MLflow run %s of stalled trial %d: %s", run_id, trial.number, exc)
+
+
+def _exit_tree(code: int) -> None:
+    """End this process's descendants, then this process: ``os._exit`` leaves its children running,
+    and a DataLoader worker hung in its dataset never looks whether its parent is still there."""
+    from search.execution._tree import end_descendants
+
+    with contextlib.suppress(Exception):  # exiting anyway
+        end_descendants("the stalled trial")
+        _flush()
+    os._exit(code)
 
 
 def _flush() -> None:

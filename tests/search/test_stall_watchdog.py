@@ -116,6 +116,40 @@ def test_a_loader_hung_before_the_first_step_ends_its_worker_with_exit_code_70(c
     _assert_stalled_and_retried(_trials(loc.storage_url), loc.project_dir, limit=3)
 
 
+@pytest.mark.slow
+def test_a_stalled_worker_ends_its_hung_dataloader_processes_before_it_exits(tmp_path):
+    """The loader hangs in its two DataLoader processes, which never look whether their parent is
+    still there: the worker that fails the trial as stalled ends them before it exits 70."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    loc, _ = _create(tmp_path, hang="loader", rows=16, loader_workers=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")} | {"OMP_NUM_THREADS": "1"}
+    worker = subprocess.Popen([sys.executable, "-m", "search", "worker", "--stall-timeout", "3", "--name", "stalling",
+                               "--project-dir", str(loc.project_dir)], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    tree: list[Any] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(tree) < 2 and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            tree = psutil.Process(worker.pid).children(recursive=True)
+        assert len(tree) >= 2, "the DataLoader processes never started"
+        assert worker.wait(timeout=120) == EXIT_STALLED
+        time.sleep(1)
+        left = [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert left == [], f"processes of the stalled worker still running: {left}"
+    finally:
+        worker.kill() if worker.poll() is None else None
+        for proc in tree:
+            if proc.is_running():
+                proc.kill()
+    assert [(t.number, t.state.name) for t in _trials(loc.storage_url)] == [(0, "FAIL"), (1, "WAITING")]
+
+
 @pytest.fixture
 def claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     """A worker's context (in this process) and the trial it claimed; a 1 s stall limit for this process."""

@@ -6,7 +6,8 @@ batch, like a deadlocked loader) or ``none``. ``marker`` is the file whose creat
 trial that hangs: the first to build its model while it is missing (so retries and later trials,
 in any worker process, train). ``val_seconds`` is how long each of the ``val_batches`` validation
 batches takes: a validation longer than the stall limit as a whole, never per batch, is legit.
-Each epoch trains one batch of four rows.
+Each epoch trains ``rows`` rows (four) in batches of four, read by ``loader_workers`` DataLoader
+processes (none: the loader hangs in the worker process; with some, it hangs in them).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ class Params:
 
 
 class Rows(torch.utils.data.Dataset):
-    """Four training rows read through a DataLoader, which hangs on its first row while told to."""
+    """Training rows read through a DataLoader, which hangs on its first row while told to."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
 
     def __len__(self) -> int:
-        return 4
+        return self.rows
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         if _LOADER["hangs"]:
@@ -65,19 +69,20 @@ class StallingStudy:
     direction = "minimize"
 
     def __init__(self, marker: str, hang: str = "forward", val_seconds: float = 0.0, val_batches: int = 1,
-                 epochs: int = 1) -> None:  # fmt: skip
+                 epochs: int = 1, rows: int = 4, loader_workers: int = 0) -> None:  # fmt: skip
         if hang not in ("forward", "loader", "none"):
             raise ValueError(f"hang must be forward, loader or none, got {hang!r}")
         self.marker, self.hang = marker, hang
         self.val_seconds, self.val_batches = float(val_seconds), int(val_batches)
         self.search_fidelity = self.full_fidelity = Fidelity(epochs=int(epochs))
+        self.rows, self.loader_workers = int(rows), int(loader_workers)
 
     def suggest(self, trial: Any) -> Params:
         return Params(x=trial.suggest_float("x", -1.0, 1.0))
 
     def load_data(self) -> StudyData:
         val = trainer.TensorData(torch.zeros(4 * self.val_batches, 1), torch.full((4 * self.val_batches,), 0.3))
-        return StudyData(train=Rows(), val=val, test=val, task=trainer.Regression())
+        return StudyData(train=Rows(self.rows), val=val, test=val, task=trainer.Regression())
 
     def build_model(self, params: Params, data: StudyData) -> nn.Module:
         hangs = self.hang != "none" and self._first()
@@ -95,9 +100,11 @@ class StallingStudy:
         return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=0.1, max_grad_norm=None)
 
     def train_infra(self, params: Params, fidelity: Fidelity) -> trainer.Infra:
-        return trainer.Infra(num_workers=0)  # the loader hangs in this process, where the test can see it
+        # None: the loader hangs in this process, where the test can see it. Loader processes start
+        # only for two batches or more each (trainer.make_batches).
+        return trainer.Infra(num_workers=self.loader_workers)
 
 
 def make_study(marker: str, hang: str = "forward", val_seconds: float = 0.0, val_batches: int = 1,
-               epochs: int = 1) -> StallingStudy:  # fmt: skip
-    return StallingStudy(marker, hang, val_seconds, val_batches, epochs)
+               epochs: int = 1, rows: int = 4, loader_workers: int = 0) -> StallingStudy:  # fmt: skip
+    return StallingStudy(marker, hang, val_seconds, val_batches, epochs, rows, loader_workers)
