@@ -60,9 +60,11 @@ class RetryDeadTrial:
             return None
         system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                         "retry_history": history}  # fmt: skip
+        # The retry starts clean: the attempt's failure is the attempt's, not the retry's.
+        user_attrs = {key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR}
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-            user_attrs=trial.user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
+            user_attrs=user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
         )  # fmt: skip
         retry_id = self.storage.create_new_trial(study._study_id, template_trial=template)
         # Two processes that fail the same attempt at once (a reaper and the worker's own Ctrl-C)
@@ -121,7 +123,7 @@ def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int,
 
     Returns the trial as read while it still ran and whether a retry was queued (none when its
     retries are spent), or None, leaving no retry, when it had finished (its worker's tell landed
-    first). Used by reapers and by a worker's stall watchdog.
+    first). Used by reapers, by a worker's stall watchdog and by its interrupt (Ctrl-C, SIGTERM).
     """
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
