@@ -15,13 +15,14 @@ from search.cli._group import cli
 
 EXIT_USAGE = 2
 EXIT_TEMPFAIL = 75
-"""EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit; the same command may work later."""
+"""EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit, or the machine failed (a full
+disk, a study lock held too long); the same command may work later."""
 EXIT_INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line and exit code 2 for any configuration or infrastructure error,
-    75 for a database that stayed unreachable past the outage limit (retry later)."""
+    75 for a temporary failure: a database unreachable past the outage limit, a full disk (retry later)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     # MLflow's usage telemetry would count every call the service makes for its users (runs,
     # batches, thousands a study) and send them from every worker: a thread, an HTTPS connection
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
-        if not debug and type(exc).__name__ == "DatabaseUnavailableError":
+        if not debug and "TemporaryFailure" in {c.__name__ for c in type(exc).__mro__}:
             _fail(_one_line(exc), EXIT_TEMPFAIL)
         if debug or not _is_user_error(exc):
             raise

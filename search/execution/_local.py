@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
-from search.exceptions import DatabaseUnavailableError, SearchError
+from search.exceptions import SearchError, TemporaryFailure
 from search.execution._early import end_unjoined
 from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     MAX_DEFAULT_CPU_WORKERS,
@@ -118,8 +118,8 @@ def check_some_worker_succeeded(codes: list[int], loc: Locations) -> None:
         if log_file.exists() else []  # fmt: skip
     last = f": {lines[-1].strip()}" if lines else ""
     message = f"all {len(codes)} local workers failed (exit codes {sorted(set(codes))}); {log_file}{last}"
-    if set(codes) == {EXIT_TEMPFAIL}:  # the database went away for all of them: retry later
-        raise DatabaseUnavailableError(message)
+    if set(codes) == {EXIT_TEMPFAIL}:  # the database went away, or the machine failed them all: retry later
+        raise TemporaryFailure(message)
     raise SearchError(message)
 
 
