@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
-        if not debug and "TemporaryFailure" in {c.__name__ for c in type(exc).__mro__}:
+        if not debug and {c.__name__ for c in type(exc).__mro__} & {"TemporaryFailure", "LockTimeout"}:
             _fail(_one_line(exc), EXIT_TEMPFAIL)
         if debug or not _is_user_error(exc):
             raise

@@ -84,3 +84,37 @@ def test_machine_failures_are_told_from_the_trials_own(full_disk, tmp_path):
     assert environment_failure(bare, full_disk / "ck" / "trial-0").startswith("no space left on device")
     assert environment_failure(ValueError("a bug in the study"), tmp_path) is None
     assert environment_failure(OSError(errno.ENOENT, "No such file"), tmp_path) is None
+
+
+def test_a_sqlite_study_lock_held_too_long_is_a_temporary_failure_naming_the_lock(cli, tmp_path):
+    """Issue 46 item 7: a study lock held past the wait (here by a process that holds it and does
+    nothing, as a stopped one would) ended every worker with exit code 2, as if the input were bad.
+    It is waited out up to --db-outage-limit, then exit 75 with one line naming the lock file."""
+    import sys
+
+    import storage
+    from search.cli import StartOptions, prepare
+    from search.coordination import PARENT_RUN_ATTR, Coordinator
+
+    (tmp_path / ".search").mkdir()
+    url = storage.sqlite_url(tmp_path / ".search" / "optuna.db")
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=2)).record
+    coordinator = Coordinator(url, "held")
+    study, _ = coordinator.create_or_resume(record, 2)
+    study.set_user_attr(PARENT_RUN_ATTR, "none")  # as `search start` leaves it, for the worker to join
+    lock_file = f"{storage.sqlite_path(url)}.{storage._lock._lock_key('held')}.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from filelock import FileLock; import time; lock = FileLock({lock_file!r}); "
+         "lock.acquire(); print('held', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = cli("worker", "--name", "held", "--db-outage-limit", "2", cwd=tmp_path, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 75, proc.stdout + proc.stderr
+    last = [line for line in proc.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("error: another process has held the lock of study 'held'") and lock_file in last, last
+    assert "Traceback" not in proc.stderr
