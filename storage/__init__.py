@@ -11,7 +11,7 @@ from storage._counts import TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, retries_of, stale_trials
-from storage._lock import DEFAULT_HOLD_S, LockBusy, check_lock, study_lock
+from storage._lock import DEFAULT_HOLD_S, LockBusy, LockTimeout, check_lock, study_lock
 from storage._mlflow import (
     TRACKING_MAX_OVERFLOW,
     TRACKING_POOL_SIZE,
@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_DIRNAME",
     "DEFAULT_HOLD_S",
     "LockBusy",
+    "LockTimeout",
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",

@@ -27,7 +27,7 @@ from storage._urls import is_postgres, sqlite_path
 DEFAULT_HOLD_S = 60.0
 MIN_HOLD_S = 5.0
 """A legitimate holder runs a few statements; below this a loaded machine could lose the lock."""
-SQLITE_WAIT_S = 120
+SQLITE_WAIT_S = 120.0
 
 
 # Taking the lock sets the transaction's two limits in the same round trip, once the lock is held
@@ -47,9 +47,15 @@ class LockBusy(StorageError):
     """``study_lock(wait=False)`` found the lock held by another process."""
 
 
+class LockTimeout(StorageError):
+    """SQLite: another process held the study lock for longer than the wait (a stopped or hung
+    process holds it until it ends). A temporary failure, not bad input: the same command may work
+    once that process has gone."""
+
+
 @contextlib.contextmanager
 def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEFAULT_HOLD_S,
-               wait: bool = True) -> Iterator[Connection | None]:  # fmt: skip
+               wait: bool = True, wait_s: float = SQLITE_WAIT_S) -> Iterator[Connection | None]:  # fmt: skip
     """Hold an exclusive, study-scoped lock for the body.
 
     PostgreSQL: yields the connection whose transaction holds the lock; what the body writes on it
@@ -57,8 +63,9 @@ def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEF
     transaction, and so frees the lock, once it has waited ``hold_s`` seconds for the holder's next
     statement, and a statement of the holder that waits that long on a row lock fails (SQLSTATE
     55P03, lock_not_available), ending the transaction. SQLite: an OS file lock next to the database
-    file, released by the kernel when the process dies; yields None. ``wait=False`` raises
-    :class:`LockBusy` at once instead of waiting.
+    file, released by the kernel when the process dies (not while it is stopped); yields None, or
+    raises :class:`LockTimeout` after ``wait_s`` seconds. ``wait=False`` raises :class:`LockBusy` at
+    once instead of waiting.
     """
     key = _lock_key(study_name)
     if is_postgres(url):
@@ -72,10 +79,16 @@ def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEF
         return
     from filelock import FileLock, Timeout
 
+    path = str(sqlite_path(url)) + f".{key}.lock"
     try:
-        lock = FileLock(str(sqlite_path(url)) + f".{key}.lock", timeout=SQLITE_WAIT_S if wait else 0)
+        lock = FileLock(path, timeout=wait_s if wait else 0)
         lock.acquire()
     except Timeout:
+        if wait:
+            raise LockTimeout(
+                f"another process has held the lock of study {study_name!r} ({path}) for over {wait_s:g} s "
+                "(a stopped or hung search process?); try again once it has ended"
+            ) from None
         raise LockBusy(f"the lock of study {study_name!r} is held by another process") from None
     try:
         yield None

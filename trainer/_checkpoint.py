@@ -24,6 +24,9 @@ from torch import nn
 from trainer._errors import CheckpointError
 
 BEST_NAME = "best.pt"
+RESUME_KEYS = ("model", "optimizer", "scheduler", "rng", "epoch", "global_step", "lr", "best_epoch", "best_val_loss",
+               "config")  # fmt: skip
+"""What a resume reads from an epoch checkpoint (``infra``, ``world_size`` and ``scaler`` may be absent)."""
 _EPOCH_FILE = re.compile(r"epoch-(\d+)\.pt")
 
 
@@ -76,12 +79,23 @@ class Checkpointer:
         return sorted(found, key=_epoch_of)
 
     def load_latest(self) -> dict[str, Any] | None:
-        """The newest checkpoint that loads; damaged ones are skipped with a warning."""
-        for path in reversed(self.epoch_files()):
+        """The newest checkpoint that loads and has everything a resume reads; damaged ones (truncated,
+        unreadable, or missing keys: written by something else, or by a crash we did not foresee) are
+        skipped with a warning, and when none is left the run starts over, with a warning too."""
+        files = self.epoch_files()
+        for path in reversed(files):
             try:
-                return load_checkpoint(path)
+                state = load_checkpoint(path)
+                missing = [key for key in RESUME_KEYS if key not in state]
+                if missing:
+                    raise CheckpointError(f"{path} lacks {', '.join(missing)}")
+                return state
             except CheckpointError as exc:
                 warnings.warn(f"skipping checkpoint: {exc}", RuntimeWarning, stacklevel=4)  # caller of fit
+            except OSError as exc:  # unreadable (permissions, an I/O error): as damaged as a truncated file
+                warnings.warn(f"skipping checkpoint: cannot read {path}: {exc}", RuntimeWarning, stacklevel=4)
+        if files:
+            warnings.warn(f"no usable checkpoint in {self.directory}; starting over", RuntimeWarning, stacklevel=4)
         return None
 
     def discard_after(self, epoch: int) -> None:

@@ -51,6 +51,19 @@ def resume(run: Run) -> None:
 
 
 def _restore(run: Run, state: dict[str, Any]) -> None:
+    """Restore ``state`` into ``run``; a checkpoint whose values are not what we wrote (a wrong type,
+    a missing entry inside one) raises :class:`CheckpointError`, which a caller can answer by
+    starting over (``Infra(resume=False)``), never a bare KeyError or TypeError."""
+    try:
+        _restore_state(run, state)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        where = run.infra.checkpoint_dir
+        raise CheckpointError(f"cannot resume from {where}: the checkpoint is damaged ({exc!r})") from exc
+
+
+def _restore_state(run: Run, state: dict[str, Any]) -> None:
     _refuse_config_change(state, run.config, run.infra)
     world, saved_world = run.accelerator.num_processes, state.get("world_size", 1)
     if saved_world != world:
@@ -69,7 +82,7 @@ def _restore(run: Run, state: dict[str, Any]) -> None:
         where = run.infra.checkpoint_dir
         raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc
     run.scheduler.load_state_dict(state["scheduler"])
-    if run.accelerator.scaler is not None and state["scaler"] is not None:
+    if run.accelerator.scaler is not None and state.get("scaler") is not None:
         run.accelerator.scaler.load_state_dict(state["scaler"])
         run.loss_scale = None
     rng = state["rng"]

@@ -16,7 +16,8 @@ from search.cli._signals import interrupted_exit_code
 
 EXIT_USAGE = 2
 EXIT_TEMPFAIL = 75
-"""EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit; the same command may work later."""
+"""EX_TEMPFAIL: the database stayed unreachable past --db-outage-limit, or the machine failed (a full
+disk, a study lock held too long); the same command may work later."""
 EXIT_FAULT = 70
 """EX_SOFTWARE: `search start`'s local workers kept dying (a signal, a crash) and nobody else trains the study."""
 EXIT_INTERRUPTED = 130
@@ -25,7 +26,7 @@ EXIT_INTERRUPTED = 130
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line and exit code 2 for any configuration or infrastructure error,
-    75 for a database that stayed unreachable past the outage limit (retry later)."""
+    75 for a temporary failure: a database unreachable past the outage limit, a full disk (retry later)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     # MLflow's usage telemetry would count every call the service makes for its users (runs,
     # batches, thousands a study) and send them from every worker: a thread, an HTTPS connection
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", interrupted_exit_code())
     except Exception as exc:
-        if not debug and type(exc).__name__ == "DatabaseUnavailableError":
+        if not debug and {c.__name__ for c in type(exc).__mro__} & {"TemporaryFailure", "LockTimeout"}:
             _fail(_one_line(exc), EXIT_TEMPFAIL)
         if not debug and type(exc).__name__ == "WorkerFaultError":
             _fail(_one_line(exc), EXIT_FAULT)

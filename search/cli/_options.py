@@ -71,7 +71,8 @@ find_study_options = stack(
 outage_option = option(
     "--db-outage-limit", type=float, default=120, envvar="SEARCH_DB_OUTAGE_LIMIT", show_envvar=True,
     metavar="SECONDS",
-    help="How long workers ride out a lost database (retrying with backoff) before they exit with an error.",
+    help="How long workers ride out a lost database (retrying with backoff), or wait for a SQLite study lock "
+    "that another process holds, before they exit with an error (exit code 75).",
 )  # fmt: skip
 study_options_option = option(
     "--study-option", "study_option", multiple=True, metavar="KEY=VALUE",

@@ -21,7 +21,7 @@ from search.cli._output import final_summary, watch_hints
 from search.cli._signals import interrupted_exit_code
 from search.cli._start_options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.coordination import Coordinator
-from search.exceptions import StudyMismatchError, WorkerFaultError
+from search.exceptions import SearchError, StudyMismatchError, WorkerFaultError
 from search.execution import (
     Restarts,
     check_some_worker_succeeded,
@@ -68,7 +68,17 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     study = load_study(ref, opts.study_options, opts.narrow)
     validate(settings.sampler, settings.pruner, study.search_fidelity.epochs)
     # A bad data file must fail here, in one line, not in every worker after the study exists.
-    study.load_data()
+    from studies import DataError
+
+    try:
+        study.load_data()
+    except DataError:
+        raise  # the study's own words, already one line
+    except Exception as exc:  # noqa: BLE001 - the study's code: any error of its is bad input here
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise SearchError(
+            f"study {study.name!r}: load_data failed: {type(exc).__name__}: {first}".rstrip(": ")
+        ) from exc
     record = StudyRecord(
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage as st
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
-from search.coordination._resilience import retrying
+from search.coordination._resilience import outage_limit, retrying
 from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
 from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
 
@@ -273,9 +273,14 @@ class Coordinator:
             return st.create_running_trial(conn, study._study_id), counts
 
     def lock(self, wait: bool = True) -> AbstractContextManager[Connection | None]:
-        """The study lock, held at most about one grace period by a holder that stops answering."""
+        """The study lock, held at most about one grace period by a holder that stops answering.
+
+        On SQLite a stopped holder keeps it until it ends: that is waited out as an outage is, up to
+        ``--db-outage-limit``, then a temporary failure (``storage.LockTimeout``, exit code 75).
+        """
         hold = float(self.storage.grace_period or st.DEFAULT_HOLD_S)
-        return st.study_lock(self.storage.engine, self.url, self.study_name, hold_s=hold, wait=wait)
+        return st.study_lock(self.storage.engine, self.url, self.study_name, hold_s=hold, wait=wait,
+                             wait_s=outage_limit())  # fmt: skip
 
     def reap(self, study: optuna.Study) -> list[FrozenTrial]:
         """Fail trials whose worker stopped heartbeating and queue their retries (see ``_reaper``)."""

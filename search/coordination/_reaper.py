@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAIL_REASON_ATTR = "fail_reason"
+FREE_RETRIES_ATTR = "free_retries"
+"""System attribute: the attempts of a logical trial whose retry spent none of ``--max-retries``."""
 INTERRUPTED = "interrupted"
 """The ``fail_reason`` of a trial its own worker stopped (Ctrl-C, SIGTERM): it resumes later."""
 ORPHAN_SLACK_S = 60.0
@@ -49,20 +51,27 @@ class RetryDeadTrial:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.queue(study, trial)
 
-    def queue(self, study: optuna.Study, trial: FrozenTrial) -> int | None:
-        """Queue the retry of ``trial``; its id, or None when it has one already or no retries are left."""
+    def queue(self, study: optuna.Study, trial: FrozenTrial, free: bool = False) -> int | None:
+        """Queue the retry of ``trial``; its id, or None when it has one already or no retries are left.
+
+        A ``free`` retry (its attempt failed of the worker's machine: a full disk) is not counted
+        against ``max_retry``; the attempts it follows are listed in ``free_retries``.
+        """
         import optuna
 
         history = [*trial.system_attrs.get("retry_history", []), trial.number]
-        if len(history) > self.max_retry:
+        frees = [*trial.system_attrs.get(FREE_RETRIES_ATTR, []), *([trial.number] if free else [])]
+        if len(history) - len(frees) > self.max_retry:
             return None
         if trial.number in st.retried_trial_numbers(self.storage.engine, study._study_id):
             return None
         system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
-                        "retry_history": history}  # fmt: skip
+                        "retry_history": history, FREE_RETRIES_ATTR: frees}  # fmt: skip
+        # The retry starts clean: the attempt's failure is the attempt's, not the retry's.
+        user_attrs = {key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR}
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-            user_attrs=trial.user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
+            user_attrs=user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
         )  # fmt: skip
         retry_id = self.storage.create_new_trial(study._study_id, template_trial=template)
         # Two processes that fail the same attempt at once (a reaper and the worker's own Ctrl-C)
@@ -115,13 +124,14 @@ def reap_dead_trials(storage: RDBStorage, study: optuna.Study, lock: Callable[[b
     return [trial for trial, _ in failed]
 
 
-def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int,
-                   reason: str) -> tuple[FrozenTrial, bool] | None:  # fmt: skip
+def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int, reason: str,
+                   free: bool = False) -> tuple[FrozenTrial, bool] | None:  # fmt: skip
     """Queue the retry of a RUNNING trial, then fail it with ``reason`` (under the study lock).
 
     Returns the trial as read while it still ran and whether a retry was queued (none when its
-    retries are spent), or None, leaving no retry, when it had finished (its worker's tell landed
-    first). Used by reapers and by a worker's stall watchdog.
+    retries are spent; a ``free`` retry spends none), or None, leaving no retry, when it had
+    finished (its worker's tell landed first). Used by reapers, by a worker's stall watchdog, by its
+    interrupt (Ctrl-C, SIGTERM) and when its machine fails (a full disk).
     """
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
@@ -130,7 +140,7 @@ def fail_and_retry(storage: RDBStorage, study: optuna.Study, trial_id: int,
     if trial.state != TrialState.RUNNING:
         return None
     callback = storage.heartbeat_stale_trial_callback
-    retry_id = callback.queue(study, trial) if isinstance(callback, RetryDeadTrial) else None
+    retry_id = callback.queue(study, trial, free) if isinstance(callback, RetryDeadTrial) else None
     try:
         # Either write finds the trial finished when its worker's tell landed after our read.
         storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, reason)

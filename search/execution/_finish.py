@@ -138,7 +138,7 @@ def finish_failed(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger,
         # Across nodes a peer's loss is the node's, not the trial's; on one node, a rank that died
         # did so of the trial (a bug, out of memory), and the trial fails as any other would.
         if ctx.gang is not None and ctx.gang.spans_nodes and lost_peer(exc):
-            return _requeue(ctx, trial, run, f"lost a node of its process group: {reason}", started)
+            return requeue(ctx, trial, run, f"lost a node of its process group: {reason}", started)
         log.warning("trial %d failed: %s", trial.number, reason)
         attrs = {FAIL_REASON_ATTR: reason, "wall_seconds": round(time.perf_counter() - started, 3)}
         _record_attrs(ctx, trial, attrs)
@@ -222,21 +222,22 @@ def says_peer_lost(text: str) -> bool:
     return any(words in text.lower() for words in _PEER_LOST)
 
 
-def _requeue(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, reason: str,
-             started: float) -> TrialOutcome:  # fmt: skip
+def requeue(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, reason: str, started: float,
+            free: bool = False) -> TrialOutcome:  # fmt: skip
     """Fail a trial its process group could not finish through no fault of its own, and queue its
-    retry (resumed from its last checkpoint by the next group), as a reaper does for a dead worker."""
+    retry (resumed from its last checkpoint by the next group), as a reaper does for a dead worker;
+    a ``free`` retry spends none of ``--max-retries`` (the worker's machine failed, not the trial)."""
     import storage as st
     from search.coordination import fail_and_retry
 
+    _flush_quietly(run)  # first: a run still being created records its id on the trial, which must still run
     with ctx.coordinator.lock() as conn:
         st.check_lock(conn)
-        failed = fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, reason)
+        failed = fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, reason, free)
     if failed is None:
         return _abandon(ctx, trial, run, started)
     retry = "queued its retry" if failed[1] else "no retries left"
     log.warning("trial %d failed: %s; %s", trial.number, reason, retry)
-    _flush_quietly(run)
     try:
         run.end("KILLED", {"hpsearch.state": "FAIL", "hpsearch.fail_reason": reason})
     except DatabaseUnavailableError:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import retrying
-from search.exceptions import DatabaseUnavailableError, SearchError
+from search.exceptions import SearchError, TemporaryFailure
 from search.execution._early import end_unjoined
 from search.execution._machine import (  # noqa: F401  (the rest is re-exported)
     MAX_DEFAULT_CPU_WORKERS,
@@ -125,7 +125,8 @@ def check_some_worker_succeeded(codes: list[int], loc: Locations) -> str | None:
     died of faults (:func:`is_fault`) or were stopped (130, 143, 129): the study may go on elsewhere.
 
     Raises what the workers said otherwise: bad input (:class:`SearchError`, a study not to wait on
-    forever) or, when all of them exited 75, :class:`DatabaseUnavailableError` (retry later).
+    forever) or, when all of them exited 75, :class:`TemporaryFailure` (retry later: the database, or
+    their machine).
     """
     if not codes or any(code == 0 for code in codes):
         return None
@@ -136,8 +137,8 @@ def check_some_worker_succeeded(codes: list[int], loc: Locations) -> str | None:
     shown = ", ".join(sorted({describe(code) for code in codes}))
     message = f"all {len(codes)} local workers failed ({shown}); {log_file}{last}"
     if set(codes) == {EXIT_TEMPFAIL}:  # the database went away for all of them: retry later
-        raise DatabaseUnavailableError(message)
-    if all(is_fault(code) or code in _STOPPED for code in codes):
+        raise TemporaryFailure(message)
+    if all(is_fault(code) or code in _STOPPED or code == EXIT_TEMPFAIL for code in codes):
         return message
     raise SearchError(message.replace(f"({shown})", f"(exit codes {sorted(set(codes))})"))
 

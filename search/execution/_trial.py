@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import heartbeat, retrying
-from search.exceptions import DatabaseUnavailableError
+from search.exceptions import DatabaseUnavailableError, EnvironmentFailure
 from search.execution._context import TrialOutcome, WorkerContext, group_sharding
-from search.execution._finish import finish_failed, finish_ok, finish_unstarted
+from search.execution._environment import environment_failure
+from search.execution._finish import finish_failed, finish_ok, finish_unstarted, requeue
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
@@ -38,6 +39,10 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     """Run ``trial`` to a final state; trial-level failures end it as FAIL and return normally.
 
     ``claimed_at`` (a ``time.perf_counter()`` value) makes the claim part of the measured overhead.
+
+    Raises:
+        EnvironmentFailure: this machine failed the trial (a full or read-only disk, a path too
+            long): the trial is requeued, spending none of its retries, and the worker must stop.
     """
     started = claimed_at or time.perf_counter()
     if claimed_at is None:
@@ -54,6 +59,7 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         ckpt_dir = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name) / f"trial-{base}"
         board = _board(ctx, trial)
         outcome: TrialOutcome | None = None
+        broken: str | None = None
         patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
         hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=patience,
                            maximize=ctx.record.direction == "maximize")  # fmt: skip
@@ -63,10 +69,16 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
         except Exception as exc:  # noqa: BLE001 - every trial-level error ends the trial, not the worker
-            outcome = finish_failed(ctx, trial, run, exc, started, hook.unstored)
+            broken = environment_failure(exc, ckpt_dir)
+            if broken is None:
+                outcome = finish_failed(ctx, trial, run, exc, started, hook.unstored)
+            else:  # the next machine (or this one, freed) resumes it; the budget is not spent here
+                outcome = requeue(ctx, trial, run, f"worker's machine: {broken}", started, free=True)
         finally:
             if board is not None:
                 _close_board(board, ctx.record.metric, outcome)
+    if broken is not None:
+        raise EnvironmentFailure(f"{broken} in trial {trial.number}, which is requeued; this worker stops")
     if outcome.state != "LOST" and not outcome.retried:  # a retry resumes from these checkpoints
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)

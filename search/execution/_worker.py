@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import FAIL_REASON_ATTR, INTERRUPTED, PARENT_RUN_ATTR, Coordinator, retrying
+from search.coordination import INTERRUPTED, PARENT_RUN_ATTR, Coordinator, fail_and_retry, retrying
 from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
@@ -160,24 +160,28 @@ def default_worker_id(index: int) -> str:
 def interrupt_running(ctx: WorkerContext) -> None:
     """On Ctrl-C/SIGTERM: fail this worker's running trials and queue their retries (resumed later).
 
-    Interrupts after the first are ignored from the moment it lands (``search.cli``), so
-    none can cut this short and leave a trial RUNNING.
+    Each is failed and its retry queued in one step under the study lock, as a reaper does: a claim
+    between the two would find the logical trial finished (FAIL, no retry) and could end the search
+    a trial short; and the retry is made from the trial as it ran, so it carries no ``fail_reason``.
+    Interrupts after the first are ignored from the moment it lands (``search.cli``), so none can
+    cut this short and leave a trial RUNNING.
     """
-    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
-    callback = ctx.coordinator.storage.heartbeat_stale_trial_callback
-    for trial in ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if trial.user_attrs.get("worker") != ctx.worker_id:
-            continue
-        try:
-            ctx.coordinator.storage.set_trial_user_attr(trial._trial_id, FAIL_REASON_ATTR, INTERRUPTED)
-            failed = ctx.coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        except UpdateFinishedTrialError:  # a reaper (or its own tell) finished it first: nothing to resume
-            continue
-        if failed:
-            run_id = trial.user_attrs.get("mlflow_run_id")
-            if run_id:
-                ctx.tracker.mark_killed(run_id)
-            if callback is not None:
-                callback(ctx.optuna_study, ctx.coordinator.storage.get_trial(trial._trial_id))
+    import storage as st
+
+    running = ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    mine = [trial for trial in running if trial.user_attrs.get("worker") == ctx.worker_id]
+    if not mine:
+        return
+    failed = []
+    with ctx.coordinator.lock() as conn:
+        for trial in mine:
+            st.check_lock(conn)
+            # None: a reaper (or its own tell) finished it first, and nothing is left to resume.
+            if fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, INTERRUPTED) is not None:
+                failed.append(trial)
+    for trial in failed:
+        run_id = trial.user_attrs.get("mlflow_run_id")
+        if run_id:
+            ctx.tracker.mark_killed(run_id)

@@ -235,3 +235,18 @@ def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path):
         follower.send_signal(signal.SIGINT)
         out, _ = follower.communicate(timeout=60)
     assert "study 'resmlp' created; budget 3 trials" in out, out
+
+
+def test_a_study_whose_load_data_raises_is_one_line_and_creates_nothing(cli, tmp_path):
+    """Any exception of the study's own ``load_data`` (not only a DataError) is bad input: one line
+    naming the study and the error, exit 2, no project created."""
+    study = tmp_path / "broken.py"
+    study.write_text(
+        SLEEP_STUDY.read_text() + "\n\ndef _broken(self):\n    raise FileNotFoundError('no such file: rows.parquet')\n"
+        "\n\nSleepStudy.load_data = _broken\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = cli("start", "--study", str(study), "--trials", "2", "--workers", "1", "--no-retrain", cwd=work)
+    _assert_one_line_error(proc, "study 'sleep': load_data failed: FileNotFoundError: no such file: rows.parquet")
+    assert list(work.iterdir()) == []

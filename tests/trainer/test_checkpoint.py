@@ -79,6 +79,41 @@ def test_only_damaged_checkpoints_mean_a_fresh_start(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "epoch-0001.pt"]
 
 
+def test_a_checkpoint_lacking_keys_is_skipped_for_the_previous_one(tmp_path: Path) -> None:
+    """It loads, but a resume would fail on it (``KeyError: 'config'``): the older one is used instead."""
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(3)])
+    newest = tmp_path / "epoch-0003.pt"
+    state = torch.load(newest, weights_only=True)
+    del state["config"], state["optimizer"]
+    torch.save(state, newest)
+    with pytest.warns(RuntimeWarning, match="epoch-0003.pt lacks optimizer, config"):
+        result = _fit(_model(0), _config(), _infra(tmp_path))
+    assert result.resumed_from_epoch == 2
+    assert [h["epoch"] for h in result.history] == [3, 4]
+
+
+def test_no_usable_checkpoint_starts_over_with_a_warning(tmp_path: Path) -> None:
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(3)])
+    (tmp_path / "epoch-0002.pt").write_bytes(b"garbage")
+    state = torch.load(tmp_path / "epoch-0003.pt", weights_only=True)
+    torch.save({"model": state["model"], "epoch": 3}, tmp_path / "epoch-0003.pt")
+    with pytest.warns(RuntimeWarning) as warned:
+        result = _fit(_model(0), _config(), _infra(tmp_path))
+    assert any("no usable checkpoint" in str(w.message) and "starting over" in str(w.message) for w in warned)
+    assert result.resumed_from_epoch == 0 and result.epochs_run == 4
+
+
+def test_a_checkpoint_with_a_wrong_value_is_a_checkpoint_error(tmp_path: Path) -> None:
+    """Keys present but a value not what was written: a CheckpointError (a caller may start over), not a TypeError."""
+    _fit(_model(0), _config(), _infra(tmp_path), hooks=[StopAt(2)])
+    for path in tmp_path.glob("epoch-*.pt"):
+        state = torch.load(path, weights_only=True)
+        state["scheduler"] = "not a state dict"
+        torch.save(state, path)
+    with pytest.raises(trainer.CheckpointError, match="damaged"):
+        _fit(_model(0), _config(), _infra(tmp_path))
+
+
 def test_resume_false_starts_over(tmp_path: Path) -> None:
     _fit(_model(0), _config(epochs=2), _infra(tmp_path))
     result = _fit(_model(0), _config(epochs=1), _infra(tmp_path, resume=False))
