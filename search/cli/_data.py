@@ -17,21 +17,37 @@ _STATES = ("complete", "pruned", "fail", "running", "waiting")
 @cli.command()
 @find_study_options
 @option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per trial.")
-@option("--csv", "as_csv", is_flag=True, help="Print CSV, one line per trial, a params.<name> column per parameter.")
+@option("--csv", "as_csv", is_flag=True,
+        help="Print CSV, one line per trial with the JSON's fields: params.<name>, metrics.<name> and extra.<name> "
+             "columns.")  # fmt: skip
 @option("--state", "states", multiple=True, type=click.Choice(_STATES, case_sensitive=False),
         help="Only trials in this state (repeatable).")  # fmt: skip
+@option("--sort", "sort_spec", metavar="KEY[:asc|desc]",
+        help="Order by value (the objective), duration, epochs or a final metric (val_accuracy, val_f1, ...), best "
+             "first: the objective's direction for value, ascending for duration, epochs and loss- or error-like "
+             "metrics, descending for the rest; :asc or :desc chooses. Trials without it come last.")  # fmt: skip
+@option("--top", type=click.IntRange(min=1), metavar="N",
+        help="Only the first N trials after sorting (by value when --sort is not given).")  # fmt: skip
 @location_options
 def trials(**kwargs: Any) -> None:
-    """Every trial of a study: number, state, value, params, epochs, duration, worker, host, retry of,
-    fail reason and MLflow run id."""
+    """Every trial of a study: number, state, value, its final metrics (each metric's last epoch),
+    params, epochs, duration, worker, host, retry of, fail reason and MLflow run id.
+
+    Without --sort, trials are in number order: `search trials --sort val_accuracy --top 5` lists the
+    five most accurate."""
     from search.cli._open import open_existing
     from search.exceptions import SearchError
-    from search.observation import rows_to_csv, rows_to_json, trial_rows
+    from search.observation import parse_sort, rows_to_csv, rows_to_json, sort_rows, trial_rows
 
     as_json, as_csv, states = kwargs.pop("as_json"), kwargs.pop("as_csv"), kwargs.pop("states")
+    sort_spec, top = kwargs.pop("sort_spec"), kwargs.pop("top")
     if as_json and as_csv:
         raise SearchError("give --json or --csv, not both")
-    rows = trial_rows(open_existing(kwargs), tuple(s.upper() for s in states) or None)
+    coordinator = open_existing(kwargs)
+    rows = trial_rows(coordinator, tuple(s.upper() for s in states) or None)
+    if sort_spec or top:
+        record = coordinator.read_record()
+        rows = sort_rows(rows, parse_sort(sort_spec or "value", rows, record.metric, record.direction), top)
     if as_json:
         click.echo(rows_to_json(rows))
     elif as_csv:
@@ -40,21 +56,33 @@ def trials(**kwargs: Any) -> None:
         click.echo("\n".join(_table(rows)))
 
 
-def _table(rows: list[Any]) -> list[str]:
-    from search.observation import duration
+_SHORT = (("accuracy", "acc"), ("perplexity", "ppl"))
 
-    header = ("#", "state", "value", "epochs", "time", "worker", "retry of", "params / reason")
+
+def _table(rows: list[Any]) -> list[str]:
+    from search.observation import duration, metric_names
+
+    metrics = metric_names(rows)
+    short = [_short_name(m) for m in metrics]
+    header = ("#", "state", "value", *short, "epochs", "time", "worker", "retry of", "params / reason")
     lines = [header]
     for r in rows:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
-        detail = params if r.state != "FAIL" else f"{(r.fail_reason or '').splitlines()[0][:80]}"
+        detail = params if r.state != "FAIL" else (r.fail_reason or "no reason recorded").splitlines()[0][:80]
         epochs = f"{r.epochs} (stopped)" if "stopped_epoch" in r.extra else str(r.epochs)  # --patience
-        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", epochs,
+        values = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
+        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", *values, epochs,
                       "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
                       "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
             for line in lines]  # fmt: skip
+
+
+def _short_name(metric: str) -> str:
+    for long, short in _SHORT:
+        metric = metric.replace(long, short)
+    return metric
 
 
 @cli.command()

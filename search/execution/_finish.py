@@ -72,6 +72,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     if stopped is not None:
         attrs["stopped_epoch"] = stopped
     attrs |= _speed_attrs(result.history)
+    if final := final_metrics(result.history):
+        attrs["final_metrics"] = final
     _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
 
@@ -88,6 +90,20 @@ def _speed_attrs(history: list[dict[str, float]]) -> dict[str, float]:
     if memory:
         out["peak_memory_mb"] = round(max(memory), 1)
     return out
+
+
+_NOT_MODEL_METRICS = frozenset({
+    "epoch", "lr", "grad_norm", "grad_norm_max", "nonfinite_grad_norms", "skipped_steps", "loss_spikes",
+    "epoch_seconds", "samples_per_second", "tokens_per_second", "model_tflops", "mfu", "peak_memory_mb",
+})  # fmt: skip
+"""The trainer's per-epoch diagnostics and speed: the rest (losses, the task's metrics) describe the model."""
+
+
+def final_metrics(history: list[dict[str, float]]) -> dict[str, float]:
+    """The last epoch's model metrics (losses, accuracy, F1, ...), kept on the trial so `search trials`
+    can show and sort by them without asking MLflow for each run."""
+    last = history[-1] if history else {}
+    return {k: float(v) for k, v in last.items() if k not in _NOT_MODEL_METRICS and math.isfinite(v)}
 
 
 def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:

@@ -17,7 +17,18 @@ from search.observation._servers import (
     serve_mlflow,
 )
 from search.observation._summary import overhead_stats, print_start_header, study_summary
-from search.observation._trials import TrialRow, failure_reasons, rows_to_csv, rows_to_json, trial_row, trial_rows
+from search.observation._trials import (
+    SortKey,
+    TrialRow,
+    failure_reasons,
+    metric_names,
+    parse_sort,
+    rows_to_csv,
+    rows_to_json,
+    sort_rows,
+    trial_row,
+    trial_rows,
+)
 
 __all__ = [
     "REPORT_ARTIFACT",
@@ -27,6 +38,7 @@ __all__ = [
     "RetrainView",
     "RunningTrial",
     "Snapshot",
+    "SortKey",
     "TrialRow",
     "check_port_free",
     "dashboard_server",
@@ -35,14 +47,17 @@ __all__ = [
     "failure_reasons",
     "lr_find_figure",
     "make_follower",
+    "metric_names",
     "mlflow_server_env",
     "overhead_stats",
+    "parse_sort",
     "print_start_header",
     "rows_to_csv",
     "rows_to_json",
     "serve_dashboard",
     "serve_mlflow",
     "snapshot",
+    "sort_rows",
     "study_summary",
     "trial_row",
     "trial_rows",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
 from search.observation._report_tables import STATE_COLORS, Section, champion_section, worker_timeline
+from search.observation._savings import log_axis_if_wide, outcomes_note, savings_section
 
 if TYPE_CHECKING:
     import optuna
@@ -28,23 +29,6 @@ REPORT_ARTIFACT = "study_report.html"
 MIN_TRIALS_FOR_IMPORTANCE = 3
 """Fewer complete trials than this give importances that are noise; the page says so instead."""
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-@dataclass(frozen=True)
-class PruningSavings:
-    """Epochs the search ran against the epochs it would have run had nothing been pruned."""
-
-    trials: int
-    epochs_run: int
-    epochs_unpruned: int
-
-    @property
-    def saved(self) -> int:
-        return self.epochs_unpruned - self.epochs_run
-
-    @property
-    def fraction(self) -> float:
-        return self.saved / self.epochs_unpruned if self.epochs_unpruned else 0.0
 
 
 @dataclass(frozen=True)
@@ -80,21 +64,25 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
     complete = sum(1 for r in rows if r.state == "COMPLETE")
     link = tables.mlflow_run_link(loc, study.user_attrs.get(EXPERIMENT_ATTR))
     head = [] if loc is None else [champion_section(coordinator, loc, study)]
+    history = vis.plot_optimization_history(study, target_name=metric)
+    curves = learning_curves(trials, record)
     return [
         *head,
         Section("history", "Optimization history",
-                f"Each dot is a finished trial's {metric}; the line is the best value so far.",
-                vis.plot_optimization_history(study, target_name=metric)),
+                f"Each dot is a complete trial's {metric}; the line is the best value so far."
+                + _log_scale(history, [t.value for t in trials if t.state.name == "COMPLETE" and t.value is not None]),
+                history),
         Section("curves", "Learning curves",
-                f"{metric} after each epoch. Pruned trials (orange, ending in ×) were stopped early by the "
-                f"{record.settings.pruner} pruner; complete trials ran all {record.search_epochs} search epochs.",
-                learning_curves(trials, record)),
+                f"{metric} after each epoch. {outcomes_note(trials, record.search_epochs, record.settings.pruner)}"
+                + _log_scale(curves, [v for t in trials for v in t.intermediate_values.values()]),
+                curves),
         Section("parallel", "Parallel coordinates",
                 f"One line per complete trial through its parameters, coloured by {metric}.",
                 vis.plot_parallel_coordinate(study, target_name=metric)),
         importance_section(study, metric),
         tables.slice_section(study, metric, complete),
-        savings_section(trials, record.search_epochs, tables.seconds_saved(rows, record.search_epochs)),
+        savings_section(trials, record.search_epochs, record.settings.pruner,
+                        tables.seconds_saved(rows, record.search_epochs)),
         Section("failures", "Why trials failed", tables.failures_note(rows), html=tables.failures_table(rows)),
         Section("timeline", "Trials per worker",
                 "When each worker ran which trial (the number on the bar), coloured by how the trial ended.",
@@ -102,6 +90,14 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
         Section("trials", "Every trial", "Click a column's header to sort by it.",
                 html=tables.trials_table(rows, link)),
     ]  # fmt: skip
+
+
+def _log_scale(figure: Figure, values: list[float]) -> str:
+    """Put ``figure``'s value axis on a log scale when ``values`` span decades; the caption's words for it."""
+    if not log_axis_if_wide(values):
+        return ""
+    figure.update_yaxes(type="log")
+    return " The value axis is logarithmic: the values span more than a decade."
 
 
 def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
@@ -148,51 +144,6 @@ def importance_section(study: optuna.Study, metric: str) -> Section:
     return Section("importance", title,
                    f"How much of the variation in {metric} each parameter explains (fANOVA over "
                    f"{complete} complete trials).", figure)  # fmt: skip
-
-
-def pruning_savings(trials: list[FrozenTrial], search_epochs: int) -> PruningSavings:
-    """Over the trials the pruner decided on (complete and pruned); failed trials were stopped by errors."""
-    decided = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-    run = sum(_epochs_run(t) for t in decided)
-    return PruningSavings(len(decided), run, len(decided) * search_epochs)
-
-
-def _epochs_run(trial: FrozenTrial) -> int:
-    return int(trial.user_attrs.get("epochs_run", trial.last_step or 0))
-
-
-def savings_section(
-    trials: list[FrozenTrial], search_epochs: int, seconds: tuple[float, float] = (0.0, 0.0)
-) -> Section:
-    import plotly.graph_objects as go
-
-    savings = pruning_savings(trials, search_epochs)
-    decided = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-    labels = [f"trial {t.number}" for t in decided]
-    run = [_epochs_run(t) for t in decided]
-    fig = go.Figure([
-        go.Bar(x=labels, y=run, name="epochs run",
-               marker_color=[STATE_COLORS[t.state.name] for t in decided]),
-        go.Bar(x=labels, y=[max(0, search_epochs - r) for r in run], name="epochs saved by pruning",
-               marker_color="#d9d9d9"),
-    ])  # fmt: skip
-    fig.update_layout(barmode="stack", yaxis_title="epochs", template="plotly_white")
-    note = (f"The search ran {savings.epochs_run} of the {savings.epochs_unpruned} epochs its "
-            f"{savings.trials} complete and pruned trials would have run unpruned: pruning saved "
-            f"{savings.saved} epochs ({100 * savings.fraction:.0f}%). Failed trials are left out.")  # fmt: skip
-    return Section("savings", "Compute saved by pruning", note + _time_saved(savings, *seconds), fig)
-
-
-def _time_saved(savings: PruningSavings, saved: float, spent: float) -> str:
-    from search.observation._report_tables import seconds_text
-
-    if saved > 0:
-        return (f" In training time that is about {seconds_text(saved)} saved, {100 * saved / (saved + spent):.0f}% of "
-                f"the {seconds_text(saved + spent)} the trials would have trained (an estimate from each pruned "
-                "trial's own seconds per epoch).")  # fmt: skip
-    if savings.saved > 0:
-        return " The training time saved cannot be estimated: no pruned trial recorded its training time."
-    return f" In training time nothing was saved either (the trials trained {seconds_text(spent)})." if spent else ""
 
 
 def render_page(coordinator: Coordinator, sections: list[Section]) -> str:
@@ -274,7 +225,7 @@ def attach_to_parent(coordinator: Coordinator, loc: Locations, page: str) -> str
 
 
 _CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1150px;
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1400px;
        padding: 0 1rem; color: #222; }
 h1 { margin-bottom: .5rem; } h2 { margin: 2.2rem 0 .3rem; font-size: 1.25rem; }
 p.note { color: #555; margin: 0 0 .5rem; }
@@ -283,11 +234,12 @@ table.summary th { text-align: left; padding: .15rem 1.2rem .15rem 0; color: #55
                    white-space: pre; }
 table.summary td { padding: .15rem 0; font-variant-numeric: tabular-nums; }
 section { border-top: 1px solid #e5e5e5; }
-table.trials, table.failures { border-collapse: collapse; font-size: .85rem; width: 100%; }
-table.trials th, table.trials td, table.failures th, table.failures td { padding: .2rem .5rem; text-align: left;
+table.trials, table.failures { border-collapse: collapse; font-size: .8rem; width: 100%; }
+table.trials th, table.trials td, table.failures th, table.failures td { padding: .2rem .4rem; text-align: left;
   border-bottom: 1px solid #eee; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.trials th { white-space: normal; vertical-align: bottom; }
+div.table-scroll { overflow: auto; max-height: 80vh; border: 1px solid #eee; }
 table.trials th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
 table.trials th[data-order="asc"]::after { content: " ▲"; } table.trials th[data-order="desc"]::after { content: " ▼"; }
 table.trials tr.pruned td { color: #a65d00; } table.trials tr.fail td { color: #b00020; }
-section#trials { overflow-x: auto; }
 """

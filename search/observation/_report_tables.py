@@ -56,9 +56,12 @@ def trials_table(rows: list[TrialRow], run_link: Any) -> str:
             f'<td data-sort="{html.escape(r.mlflow_run_id or "")}">{run_link(r.mlflow_run_id)}</td>',
         ]  # fmt: skip
         lines.append(f'<tr class="{html.escape(r.state.lower())}">{"".join(cells)}</tr>')
-    head = "".join(f'<th data-col="{i}" title="sort">{html.escape(h)}</th>' for i, h in enumerate(header))
-    return (f'<table class="trials sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
-            f"<script>{_SORT_JS}</script>")  # fmt: skip
+    # Long parameter names may break after an underscore, so a dozen parameters fit a 1280 px screen.
+    head = "".join(f'<th data-col="{i}" title="sort">{html.escape(h).replace("_", "_<wbr>")}</th>'
+                   for i, h in enumerate(header))  # fmt: skip
+    # In a box that scrolls both ways: its horizontal scrollbar stays in view and the header sticks.
+    return (f'<div class="table-scroll"><table class="trials sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(lines)}</tbody></table></div><script>{_SORT_JS}</script>')  # fmt: skip
 
 
 def seconds_text(seconds: float) -> str:
@@ -90,8 +93,8 @@ def mlflow_run_link(loc: Locations | None, experiment_id: str | None) -> Any:
     def link(run_id: str | None) -> str:
         if not run_id:
             return "-"
-        if server is None or experiment_id is None:
-            return f"<code>{html.escape(run_id)}</code>"
+        if server is None or experiment_id is None:  # the first 8 characters find it; the whole id on hover
+            return f'<code title="{html.escape(run_id)}">{html.escape(run_id[:8])}</code>'
         url = f"{server}/#/experiments/{experiment_id}/runs/{run_id}"
         return f'<a href="{html.escape(url)}">{html.escape(run_id[:8])}</a>'
 

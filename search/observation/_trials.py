@@ -10,7 +10,7 @@ import csv
 import io
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,11 +44,14 @@ class TrialRow:
     pruned_epoch: int | None = None
     datetime_start: str | None = None
     datetime_complete: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The model's metrics at its last epoch (losses, accuracy, F1, ...); empty for a trial that has
+    not finished, or finished before trials kept them."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """The trial's other user attributes (throughput, overhead, resumed epoch, ...)."""
 
 
-_OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds"}
+_OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds", "final_metrics"}
 
 
 def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
@@ -68,7 +71,7 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
         mlflow_run_id=attrs.get("mlflow_run_id"), fit_seconds=attrs.get("fit_seconds"), pruned_epoch=pruned,
         datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
         datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
-        extra={k: v for k, v in attrs.items() if k not in _OWN_ATTRS},
+        metrics=dict(attrs.get("final_metrics") or {}), extra={k: v for k, v in attrs.items() if k not in _OWN_ATTRS},
     )  # fmt: skip
 
 
@@ -91,21 +94,78 @@ def rows_to_json(rows: list[TrialRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2, default=str)
 
 
-CSV_COLUMNS = ("number", "state", "value", "epochs", "duration_seconds", "worker", "host", "retry_of", "logical",
-               "fail_reason", "mlflow_run_id")  # fmt: skip
+_NESTED = ("params", "metrics", "extra")
+CSV_COLUMNS = tuple(f.name for f in fields(TrialRow) if f.name not in _NESTED)
 
 
 def rows_to_csv(rows: list[TrialRow]) -> str:
-    """One line per trial; each parameter is its own ``params.<name>`` column, as in MLflow's export."""
-    names = sorted({name for r in rows for name in r.params})
+    """One line per trial with the JSON's fields: each parameter, final metric and other trial
+    attribute is its own ``params.<name>``, ``metrics.<name>`` or ``extra.<name>`` column (as in
+    MLflow's export)."""
+    nested = [(group, name) for group in _NESTED for name in sorted({n for r in rows for n in getattr(r, group)})]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *(f"params.{n}" for n in names)])
+    writer.writerow([*CSV_COLUMNS, *(f"{group}.{name}" for group, name in nested)])
     for r in rows:
         record = asdict(r)
-        writer.writerow([_cell(record[c]) for c in CSV_COLUMNS] + [_cell(r.params.get(n)) for n in names])
+        writer.writerow([_cell(record[c]) for c in CSV_COLUMNS]
+                        + [_cell(record[group].get(name)) for group, name in nested])  # fmt: skip
     return out.getvalue()
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
     return "" if value is None else str(value)
+
+
+SORT_FIELDS = ("value", "duration", "epochs")
+_LOWER_IS_BETTER = ("loss", "perplexity", "error", "mse", "mae", "rmse")
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """What ``search trials --sort`` orders by: the objective (``value``), ``duration``, ``epochs`` or
+    a final metric, best first unless told (``METRIC:asc`` / ``METRIC:desc``)."""
+
+    name: str
+    descending: bool
+
+
+def metric_names(rows: list[TrialRow]) -> list[str]:
+    return sorted({name for r in rows for name in r.metrics})
+
+
+def parse_sort(spec: str, rows: list[TrialRow], metric: str, direction: str) -> SortKey:
+    """``NAME`` or ``NAME:asc|desc``. Without an order: the objective's direction for ``value`` (and
+    for the study's metric), ascending for duration, epochs and loss- or error-like metrics,
+    descending for the rest (accuracy, F1)."""
+    from search.exceptions import SearchError
+
+    name, _, order = spec.partition(":")
+    if order not in ("", "asc", "desc"):
+        raise SearchError(f"--sort {spec}: the order after ':' is asc or desc")
+    available = [*SORT_FIELDS, *metric_names(rows)]
+    if name not in available:
+        raise SearchError(f"--sort {name}: no trial has it; sort by one of: {', '.join(available)}")
+    if order:
+        return SortKey(name, order == "desc")
+    if name in ("value", metric):
+        return SortKey(name, direction == "maximize")
+    lower = name in ("duration", "epochs") or any(word in name.lower() for word in _LOWER_IS_BETTER)
+    return SortKey(name, not lower)
+
+
+def sort_value(row: TrialRow, name: str) -> float | None:
+    fixed = {"value": row.value, "duration": row.duration_seconds, "epochs": row.epochs}
+    value = fixed[name] if name in fixed else row.metrics.get(name)
+    return None if value is None or value != value else float(value)  # NaN sorts with the missing
+
+
+def sort_rows(rows: list[TrialRow], key: SortKey, top: int | None = None) -> list[TrialRow]:
+    """``rows`` by ``key``, ties in trial order, trials without it last; the first ``top`` when given."""
+    have = [r for r in rows if sort_value(r, key.name) is not None]
+    missing = [r for r in rows if sort_value(r, key.name) is None]
+    have.sort(key=lambda r: sort_value(r, key.name) or 0.0, reverse=key.descending)
+    ordered = have + missing
+    return ordered if top is None else ordered[:top]

@@ -65,12 +65,12 @@ def wait_for_text(driver: Any, *texts: str, timeout: float = 60) -> str:
     return body(driver)
 
 
-def screenshot(driver: Any, name: str, full_page: bool = False) -> Path:
-    """Keep a PNG of the page under ``test-artifacts/browser/`` (the whole page when ``full_page``)."""
+def screenshot(driver: Any, name: str, full_page: bool = False, width: int = 1400) -> Path:
+    """Keep a PNG of the page under ``test-artifacts/browser/`` (the whole page, ``width`` wide, when ``full_page``)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     if full_page:
         height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-        driver.set_window_size(1400, min(height + 100, 12000))
+        driver.set_window_size(width, min(height + 100, 12000))
         time.sleep(0.5)  # let plotly's responsive layout settle at the new size
     path = ARTIFACTS / f"{name}.png"
     driver.save_screenshot(str(path))

@@ -29,7 +29,37 @@ def test_report_renders_every_figure_without_console_errors(small_search, driver
         assert section.find_elements(By.CSS_SELECTOR, ".js-plotly-plot svg.main-svg")
     problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []
-    screenshot(driver, "report", full_page=True)
+    screenshot(driver, "report", full_page=True, width=1280)
+
+
+def test_report_fits_a_1280_pixel_screen(small_search, driver, tmp_path):
+    """Nothing wider than the page, and every column of the trials table on screen (this study's
+    nine parameters fit; more would scroll inside the table's box, whose scrollbar stays in view)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = tmp_path / "report.html"
+    search_cli("report", "--name", small_search.name, "-o", str(page), "--no-mlflow", cwd=small_search.workdir)
+    driver.set_window_size(1280, 900)
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "section#trials table.trials"))
+    layout = driver.execute_script("""
+        var page = document.documentElement, body = document.body.getBoundingClientRect();
+        var box = document.querySelector("div.table-scroll"), table = box.querySelector("table");
+        var wider = Array.from(document.querySelectorAll("body *")).filter(function (e) {
+          var r = e.getBoundingClientRect();
+          var offscreen = r.right <= 0 || r.bottom <= 0;  // plotly's text-measuring nodes sit at -10000px
+          return r.width > 0 && !offscreen && !box.contains(e) && (r.right > body.right + 1 || r.left < body.left - 1);
+        }).map(function (e) { return e.tagName + "." + e.getAttribute("class"); });
+        return {viewport: page.clientWidth, scroll: page.scrollWidth, wider: wider,
+                box: box.getBoundingClientRect().right, table: table.getBoundingClientRect().right,
+                boxHeight: box.getBoundingClientRect().height, overflow: getComputedStyle(box).overflowX};
+    """)
+    screenshot(driver, "report-1280", full_page=True, width=1280)
+    assert layout["scroll"] <= layout["viewport"], layout  # no sideways scrolling of the page
+    assert layout["wider"] == [], layout
+    assert layout["table"] <= layout["box"] <= layout["viewport"], layout
+    assert layout["overflow"] == "auto" and layout["boxHeight"] <= 0.8 * 900 + 1, layout
 
 
 def test_report_lists_every_trial_in_a_table_that_sorts(small_search, driver, tmp_path):
@@ -61,7 +91,8 @@ def test_report_lists_every_trial_in_a_table_that_sorts(small_search, driver, tm
     header = next(h for h in driver.find_elements(By.CSS_SELECTOR, "table.trials th") if h.text == "trial")
     header.click()  # back to trial order; tracking is no server here, so each run id is shown as text
     assert column("MLflow run") == runs
-    assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "table.trials tbody td code")] == runs
+    codes = driver.find_elements(By.CSS_SELECTOR, "table.trials tbody td code")
+    assert [e.get_attribute("title") for e in codes] == runs and [e.text for e in codes] == [r[:8] for r in runs]
 
     def section(key: str) -> str:
         return str(driver.find_element(By.CSS_SELECTOR, f"section#{key}").text)
@@ -74,9 +105,11 @@ def test_report_lists_every_trial_in_a_table_that_sorts(small_search, driver, tm
     else:
         assert "No failed trials." in section("failures")
     savings = section("savings")
-    assert re.search(r"pruning saved \d+ epochs", savings) and "In training time" in savings, savings
-    if any(t.state.name == "PRUNED" for t in study.trials):
-        assert re.search(r"about \S+ saved, \d+% of the \S+ the trials would have trained \(an estimate", savings)
+    pruned = sum(t.state.name == "PRUNED" for t in study.trials)
+    said = rf"pruner saved [\d,]+ epochs \(\d+%\) by pruning {pruned} trial" if pruned else "pruner pruned no trial"
+    assert re.search(said, savings) and "early stopping (--patience) ended no trial early" in savings, savings
+    if pruned:
+        assert re.search(r"the pruner saved about \S+, \d+% of the \S+ the trials would have trained unpruned", savings)
     assert driver.find_elements(By.CSS_SELECTOR, "section#slices .js-plotly-plot")
     problems = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []

@@ -33,8 +33,10 @@ def test_a_trial_ends_complete_once_its_metric_stops_improving(claimed_sleep_tri
     from search.cli._data import _table
     from search.observation._trials import trial_row
 
-    row = _table([trial_row(stored)])[1].split()  # `search trials`: a trial that stopped early says so
-    assert row[3:5] == [str(epochs), "(stopped)"] if stopped else row[3] == str(epochs) and row[4] != "(stopped)"
+    header, line = _table([trial_row(stored)])  # `search trials`: a trial that stopped early says so
+    row, at = line.split(), header.split().index("epochs")
+    assert row[at : at + 2] == [str(epochs), "(stopped)"] if stopped else row[at : at + 2] != [str(epochs), "(stopped)"]
+    assert row[at] == str(epochs)
 
 
 def test_the_pruner_decides_first(claimed_sleep_trial):

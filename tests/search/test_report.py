@@ -8,7 +8,8 @@ from urllib.parse import urlparse
 
 import storage
 from search.coordination import Coordinator
-from search.observation._report import REPORT_ARTIFACT, PruningSavings, build_sections, pruning_savings, render_page
+from search.observation._report import REPORT_ARTIFACT, build_sections, render_page
+from search.observation._savings import EpochSavings, epoch_savings
 
 FAKE_PASSWORD = "hunter2-secret"
 SECTIONS = ["history", "curves", "parallel", "importance", "slices", "savings", "timeline"]
@@ -41,12 +42,53 @@ def test_page_is_self_contained_and_kept_on_the_parent_run(study_url, make_demo,
     assert artifact.read_text() == page
 
 
-def test_pruning_savings_count_epochs_of_complete_and_pruned_trials(sqlite_demo):
-    trials = Coordinator(sqlite_demo.url, sqlite_demo.name).load().get_trials(deepcopy=False)
+def _add_trial(demo, state: str, curve: list[float], **attrs) -> None:
+    import optuna
+
+    study = optuna.load_study(study_name=demo.name, storage=demo.url)
+    value = min(curve) if state == "COMPLETE" else None
+    study.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState[state], value=value, params={"lr": 0.01}, user_attrs=attrs,
+        distributions={"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)},
+        intermediate_values=dict(enumerate(curve, start=1)),
+    ))  # fmt: skip
+
+
+def test_savings_tell_the_pruner_from_early_stopping(sqlite_demo):
+    coordinator = Coordinator(sqlite_demo.url, sqlite_demo.name)
     # complete 4+4+4, pruned 2+1; the failed and the running trial are left out
-    assert pruning_savings(trials, search_epochs=4) == PruningSavings(trials=5, epochs_run=15, epochs_unpruned=20)
-    note = _sections(sqlite_demo)["savings"].note
-    assert "ran 15 of the 20 epochs" in note and "saved 5 epochs (25%)" in note
+    before = EpochSavings(trials=5, search_epochs=4, epochs_run=15, by_pruner=5, by_patience=0, pruned=2, stopped=0)
+    assert epoch_savings(coordinator.load().get_trials(deepcopy=False), 4) == before
+    assert "; early stopping (--patience) ended no trial early." in _sections(sqlite_demo)["savings"].note
+    _add_trial(sqlite_demo, "COMPLETE", [0.9, 0.7], epochs_run=2, stopped_epoch=2)  # --patience ended it
+    after = EpochSavings(trials=6, search_epochs=4, epochs_run=17, by_pruner=5, by_patience=2, pruned=2, stopped=1)
+    assert epoch_savings(coordinator.load().get_trials(deepcopy=False), 4) == after
+    sections = _sections(sqlite_demo)
+    assert sections["savings"].note.startswith(
+        "The search ran 17 of the 24 epochs its 6 trials (complete and pruned) would have run had each gone all 4 "
+        "search epochs. The median pruner saved 5 epochs (21%) by pruning 2 trials; early stopping (--patience) "
+        "saved 2 (8%) by ending 1 trial early, complete. Failed trials are left out."
+    )
+    bars = {bar.name: list(bar.y) for bar in sections["savings"].figure.data}
+    assert bars["saved by the pruner"] == [0, 2, 0, 0, 3, 0] and bars["saved by early stopping"] == [0, 0, 0, 0, 0, 2]
+    assert sections["curves"].note == (
+        "val_loss after each epoch. Of 8 trials: 3 complete after all 4 search epochs (blue); 1 complete, ended early "
+        "by --patience after epochs without improvement (blue, shorter); 2 pruned by the median pruner (orange, "
+        "ending in ×); 1 failed (red); 1 running (grey)."
+    )
+
+
+def test_values_that_span_decades_get_a_log_axis(sqlite_demo, make_demo, tmp_path):
+    sections = _sections(sqlite_demo)  # 0.4 .. 1.5: linear
+    assert sections["history"].figure.layout.yaxis.type is None and "logarithmic" not in sections["history"].note
+    assert sections["curves"].figure.layout.yaxis.type is None
+    wide = make_demo(sqlite_demo.url, sqlite_demo.project_dir, name="wide", trials=0, running=False)
+    for curve in ([200.0, 90.0], [50.0, 3.0], [40.0, 0.5]):
+        _add_trial(wide, "COMPLETE", curve)
+    sections = _sections(wide)
+    for key in ("history", "curves"):
+        assert sections[key].figure.layout.yaxis.type == "log", key
+        assert sections[key].note.endswith("The value axis is logarithmic: the values span more than a decade.")
 
 
 def test_learning_curves_show_pruned_trials_cut_short(sqlite_demo):
@@ -106,8 +148,8 @@ def test_report_sums_up_failures_and_the_time_pruning_saved(sqlite_demo):
 
 
 def test_time_saved_is_estimated_per_trial_and_always_stated(sqlite_demo):
-    from search.observation._report import savings_section
     from search.observation._report_tables import seconds_saved
+    from search.observation._savings import savings_section
     from search.observation._trials import trial_rows
 
     rows = trial_rows(Coordinator(sqlite_demo.url, sqlite_demo.name))
@@ -116,12 +158,12 @@ def test_time_saved_is_estimated_per_trial_and_always_stated(sqlite_demo):
     resumed = type(pruned)(**{**pruned.__dict__, "fit_seconds": 6.0, "extra": {"resumed_from_epoch": 1}})
     assert seconds_saved([resumed], search_epochs=4) == (12.0, 6.0)
     trials = Coordinator(sqlite_demo.url, sqlite_demo.name).load().get_trials(deepcopy=False)
-    note = savings_section(trials, 4, (12.0, 6.0)).note
-    assert "about 12s saved, 67% of the 18s the trials would have trained (an estimate" in note
+    note = savings_section(trials, 4, "median", (12.0, 6.0)).note
+    assert "the pruner saved about 12s, 67% of the 18s the trials would have trained unpruned (an estimate" in note
     unpruned = [t for t in trials if t.state.name == "COMPLETE"]
-    assert "In training time nothing was saved either (the trials trained 30s)." in \
-        savings_section(unpruned, 4, (0.0, 30.0)).note  # fmt: skip
-    assert "cannot be estimated" in savings_section(trials, 4, (0.0, 30.0)).note
+    assert "In training time the pruner saved nothing (the trials trained 30s)." in \
+        savings_section(unpruned, 4, "median", (0.0, 30.0)).note  # fmt: skip
+    assert "cannot be estimated" in savings_section(trials, 4, "median", (0.0, 30.0)).note
 
 
 def test_run_links_go_to_an_http_server_without_its_credentials(tmp_path):
@@ -134,7 +176,8 @@ def test_run_links_go_to_an_http_server_without_its_credentials(tmp_path):
 
     assert link(f"https://bob:{FAKE_PASSWORD}@mlflow.example:5000/") == \
         '<a href="https://mlflow.example:5000/#/experiments/3/runs/0123456789abcdef">01234567</a>'  # fmt: skip
-    assert link("databricks") == link(f"sqlite:///{tmp_path}/mlflow.db") == "<code>0123456789abcdef</code>"
+    text = '<code title="0123456789abcdef">01234567</code>'  # the id's head, the whole id on hover
+    assert link("databricks") == link(f"sqlite:///{tmp_path}/mlflow.db") == text
     assert mlflow_run_link(None, "3")(None) == "-"
 
 
