@@ -78,8 +78,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     """
     from click.core import ParameterSource
 
-    from search.cli._signals import stop_on_signals
-    from search.cli._start_options import StartOptions, check_flags, start_workers
+    from search.api._options import StartOptions, check_flags, start_workers
+    from search.api._signals import stop_on_signals
     from search.exceptions import SearchError
     from search.execution import release_workers
     from search.settings import parse_narrow, parse_options
@@ -106,7 +106,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     # 0.4 s here), which their own imports overlap; they learn where the study lives when they join.
     local = start_workers(opts, debug=ctx.obj["debug"])
     try:
-        from search.cli._start import run_start
+        from search.api._start import run_start
         from search.coordination import set_outage_limit
 
         set_outage_limit(outage_limit)  # the workers get it when they join
@@ -181,7 +181,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
 @click.pass_context
 def worker(ctx: click.Context, **kwargs: Any) -> None:
     """Join a running study from any machine and train until its budget is spent."""
-    from search.cli._worker import run_worker_command
+    from search.api._worker import run_worker_command
     from search.coordination import set_outage_limit
 
     set_outage_limit(kwargs.pop("db_outage_limit"))
@@ -221,7 +221,7 @@ def status(**kwargs: Any) -> None:
     import json
     from dataclasses import asdict
 
-    from search.cli._open import open_existing_with_locations
+    from search.api._open import open_existing_with_locations
     from search.observation import snapshot
     from search.tracking import Tracker, read_champion
 
@@ -247,8 +247,8 @@ def status(**kwargs: Any) -> None:
 @location_options
 def retrain(**kwargs: Any) -> None:
     """Retrain the best (or a given) trial at full scale, test it once and register the model."""
-    from search.cli._open import open_existing_with_locations
-    from search.cli._output import print_retrain
+    from search.api._open import open_existing_with_locations
+    from search.api._output import print_retrain
     from search.observation import RetrainView
     from search.tracking import retrain_and_register
 
@@ -271,17 +271,14 @@ def export(**kwargs: Any) -> None:
     Retraining exported it, preprocessing included, with a dynamic batch dimension, and checked
     it against the PyTorch model on the test rows; this copies that file out of MLflow.
     """
-    from search.cli._open import open_existing_with_locations
-    from search.tracking import FORMATS, Tracker, download_portable
+    from search.api._open import open_existing_with_locations
+    from search.api._results import export_model_file
+    from search.tracking import FORMATS
 
     version, fmt, output = kwargs.pop("model_version"), kwargs.pop("fmt"), kwargs.pop("output")
     coordinator, loc = open_existing_with_locations(kwargs)
-    name = coordinator.study_name
-    target = output or Path(f"{name}-export.{'onnx' if fmt == 'onnx' else 'pt'}")
-    got, path = download_portable(Tracker(loc.tracking()), name, version, fmt, target)
-    if output is None:  # name the default file after the version it holds
-        path = path.rename(path.with_name(f"{name}-v{got}{path.suffix}"))
-    click.echo(f"wrote {path}: {fmt} ({FORMATS[fmt]}) of registered model {name} version {got}")
+    got, path = export_model_file(coordinator, loc, version, fmt, output)
+    click.echo(f"wrote {path}: {fmt} ({FORMATS[fmt]}) of registered model {coordinator.study_name} version {got}")
 
 
 @cli.command("new-study")

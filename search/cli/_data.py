@@ -35,7 +35,7 @@ def trials(**kwargs: Any) -> None:
 
     Without --sort, trials are in number order: `search trials --sort val_accuracy --top 5` lists the
     five most accurate."""
-    from search.cli._open import open_existing
+    from search.api._open import open_existing
     from search.exceptions import SearchError
     from search.observation import parse_sort, rows_to_csv, rows_to_json, sort_rows, trial_rows
 
@@ -91,46 +91,29 @@ def _short_name(metric: str) -> str:
 @location_options
 def best(**kwargs: Any) -> None:
     """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics."""
-    from search.cli._open import open_existing_with_locations
-    from search.exceptions import SearchError
-    from search.observation import trial_rows
-    from search.tracking import Tracker, read_champion
+    from search.api._open import open_existing_with_locations
+    from search.api._results import best_trial
 
     as_json = kwargs.pop("as_json")
     coordinator, loc = open_existing_with_locations(kwargs)
-    record = coordinator.read_record()
-    complete = [r for r in trial_rows(coordinator, ("COMPLETE",)) if r.value is not None]
-    if not complete:
-        raise SearchError(f"study {coordinator.study_name!r} has no complete trial yet")
-    pick = min if record.direction == "minimize" else max
-    top = pick(complete, key=lambda r: float(r.value))  # type: ignore[arg-type]
-    champion = read_champion(Tracker(loc.tracking()), coordinator.study_name)
-    result = {
-        "study": coordinator.study_name, "metric": record.metric, "direction": record.direction,
-        "trial": top.number, "value": top.value, "params": top.params, "epochs": top.epochs,
-        "mlflow_run_id": top.mlflow_run_id,
-        "champion": None if champion is None else {
-            "model": champion.model_name, "version": champion.version, "source_trial": champion.source_trial,
-            "test_metrics": champion.test_metrics, "exports": champion.exports, "run_id": champion.run_id,
-            "uri": f"models:/{champion.model_name}@champion",
-        },
-    }  # fmt: skip
+    result = best_trial(coordinator, loc)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"best trial {top.number} of {coordinator.study_name!r}: {record.metric} {top.value:.5g} "
-               f"({top.epochs} epochs, MLflow run {top.mlflow_run_id})")  # fmt: skip
-    for key, value in top.params.items():
+    click.echo(f"best trial {result['trial']} of {result['study']!r}: {result['metric']} {result['value']:.5g} "
+               f"({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")  # fmt: skip
+    for key, value in result["params"].items():
         click.echo(f"  {key} = {value}")
+    champion = result["champion"]
     if champion is None:
         click.echo("champion: none registered yet (`search retrain`)")
         return
-    metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion.test_metrics.items()))
-    click.echo(f"champion: {champion.model_name} version {champion.version} (retrained trial "
-               f"{champion.source_trial}): {metrics or 'no test metrics'}")  # fmt: skip
+    metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion["test_metrics"].items()))
+    click.echo(f"champion: {champion['model']} version {champion['version']} (retrained trial "
+               f"{champion['source_trial']}): {metrics or 'no test metrics'}")  # fmt: skip
     exports = ", ".join(f"{fmt} {'ok' if status == 'ok' else 'failed: ' + status}"
-                        for fmt, status in sorted(champion.exports.items()))  # fmt: skip
-    click.echo(f"  exports: {exports or 'none'} (`search export --name {coordinator.study_name}` writes one)")
+                        for fmt, status in sorted(champion["exports"].items()))  # fmt: skip
+    click.echo(f"  exports: {exports or 'none'} (`search export --name {result['study']}` writes one)")
 
 
 @cli.command()
@@ -143,7 +126,7 @@ def delete(**kwargs: Any) -> None:
 
     Registered model versions are kept (a deployed champion is not this command's to remove).
     """
-    from search.cli._open import open_existing_with_locations
+    from search.api._open import open_existing_with_locations
     from search.exceptions import SearchError
     from search.settings import remove_study_dir, study_dir
     from search.tracking import Tracker, delete_study_runs, find_study_runs, model_versions

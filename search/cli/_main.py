@@ -10,9 +10,9 @@ import threading
 
 import click
 
+from search.api._signals import interrupted_exit_code
 from search.cli import _commands, _data, _slurm, _tools, _views  # noqa: F401  (registers the subcommands)
 from search.cli._group import cli
-from search.cli._signals import interrupted_exit_code
 
 EXIT_USAGE = 2
 EXIT_TEMPFAIL = 75
@@ -21,7 +21,7 @@ disk, a study lock held too long); the same command may work later."""
 EXIT_FAULT = 70
 """EX_SOFTWARE: `search start`'s local workers kept dying (a signal, a crash) and nobody else trains the study."""
 EXIT_INTERRUPTED = 130
-"""Ctrl-C; SIGTERM and SIGHUP to `search start` exit 143 and 129 (see :mod:`search.cli._signals`)."""
+"""Ctrl-C; SIGTERM and SIGHUP to `search start` exit 143 and 129 (see :mod:`search.api._signals`)."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,7 +28,7 @@ def slurm() -> None:
 @location_options
 def submit(**kwargs: Any) -> None:
     """Write the batch script and submit it: N workers that train until the budget is spent."""
-    from search.cli._open import locations, study_name
+    from search.api._open import locations, study_name
     from search.execution import SlurmArray, submit_array
 
     dry_run = kwargs.pop("dry_run")

@@ -123,7 +123,7 @@ def profile(**kwargs: Any) -> None:
     CPU (and CUDA on a GPU) activity, memory and shapes over a few optimizer steps of the study's
     own training setup. Both files go to the trial's MLflow run too, under profile/.
     """
-    from search.cli._open import open_existing_with_locations
+    from search.api._open import open_existing_with_locations
     from search.tracking import Tracker, pick_trial, profile_trial
 
     trial_number, steps, output = kwargs.pop("trial_number"), kwargs.pop("steps"), kwargs.pop("output")

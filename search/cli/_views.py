@@ -33,8 +33,8 @@ def follow(**kwargs: Any) -> None:
     """
     import time
 
-    from search.cli._open import open_existing_with_locations
-    from search.cli._output import watch_hints
+    from search.api._open import open_existing_with_locations
+    from search.api._output import watch_hints
     from search.observation import make_follower
 
     interval = kwargs.pop("interval")
@@ -67,7 +67,7 @@ def follow(**kwargs: Any) -> None:
 @click.pass_context
 def dashboard(ctx: click.Context, **kwargs: Any) -> None:
     """Serve optuna-dashboard on a study's storage: history, importances, every trial, live."""
-    from search.cli._open import open_existing
+    from search.api._open import open_existing
     from search.observation import serve_dashboard
 
     host, port = kwargs.pop("host"), kwargs.pop("port")
@@ -90,7 +90,7 @@ def report(**kwargs: Any) -> None:
     the most important parameters, the epochs and training time pruning saved, failure reasons
     with counts, which worker ran which trial, and a sortable table of every trial.
     """
-    from search.cli._open import open_existing_with_locations
+    from search.api._open import open_existing_with_locations
     from search.observation import REPORT_ARTIFACT, write_report
 
     output, no_mlflow = kwargs.pop("output"), kwargs.pop("no_mlflow")
@@ -113,7 +113,7 @@ def mlflow_ui(**kwargs: Any) -> None:
     When the tracking URI is already an MLflow server, print the study's page there instead.
     """
     import storage
-    from search.cli._open import open_existing_with_locations
+    from search.api._open import open_existing_with_locations
     from search.observation import check_port_free, experiment_path, serve_mlflow
 
     host, port = kwargs.pop("host"), kwargs.pop("port")

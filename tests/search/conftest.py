@@ -68,7 +68,7 @@ def make_demo_study(url: str, project_dir: Path, name: str = "demo", trials: int
                     running: bool = True, tracking: bool = False) -> DemoStudy:  # fmt: skip
     """Create ``name`` in ``url`` with the first ``trials`` finished trials (and the running one)."""
     project_dir.mkdir(parents=True, exist_ok=True)
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR, Coordinator
     from search.settings import SearchSettings
 
@@ -132,7 +132,7 @@ def claimed_sleep_trial(tmp_path: Path) -> Any:
     epochs of no time unless told otherwise; pruner ``none`` unless ``settings`` say otherwise) in
     embedded stores under ``tmp_path``, a worker's context on it, and the trial that worker claimed,
     as ``(ctx, trial)``."""
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.settings import SearchSettings
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import storage
-from search.cli import resolve_locations
+from search.api import resolve_locations
 from search.observation import dashboard_server, mlflow_server_env
 
 FAKE_PASSWORD = "hunter2-secret"

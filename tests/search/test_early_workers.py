@@ -16,7 +16,7 @@ SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "
 
 def _new_study(tmp_path: Path, epoch_seconds: float, trials: int = 2):
     """A study as ``search start`` has created it when it releases its early workers: no parent run yet."""
-    from search.cli import StartOptions, prepare, resolve_locations
+    from search.api import StartOptions, prepare, resolve_locations
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 
@@ -122,7 +122,7 @@ def test_search_start_can_start_its_workers_before_importing_sqlalchemy_optuna_o
     import sys
 
     probe = (
-        "import sys\nfrom search.cli._start_options import StartOptions, check_flags, start_workers\n"
+        "import sys\nfrom search.api._options import StartOptions, check_flags, start_workers\n"
         "check_flags(StartOptions(study='resmlp', trials=3, workers=0))\n"
         "start_workers(StartOptions(study='resmlp', trials=3, workers=0), debug=False)\n"
         "print(sorted(m for m in ('sqlalchemy', 'optuna', 'torch', 'mlflow', 'studies') if m in sys.modules))"
@@ -248,7 +248,7 @@ def test_workers_left_for_later_wait_for_the_first_ones_claims_or_their_exit(tmp
     import subprocess
     import sys
 
-    from search.cli._start import _await_claims
+    from search.api._start import _await_claims
     from search.coordination import Coordinator
 
     loc, optuna_study = _new_study(tmp_path, epoch_seconds=0.0, trials=3)

@@ -93,7 +93,7 @@ def test_a_sqlite_study_lock_held_too_long_is_a_temporary_failure_naming_the_loc
     import sys
 
     import storage
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import PARENT_RUN_ATTR, Coordinator
 
     (tmp_path / ".search").mkdir()

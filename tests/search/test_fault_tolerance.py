@@ -313,7 +313,7 @@ def test_killed_workers_cost_no_trial_and_leave_nothing_running(killed_study):
 
 def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     """While every live worker is busy training, its heartbeat thread still fails dead trials."""
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator, keep_alive
     from search.settings import SearchSettings
 
@@ -889,7 +889,7 @@ study = Twin()
     ],
 )
 def test_a_study_that_exists_as_another_search_is_refused(cli, tmp_path, pg_url, direction, bound, fragment):
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.coordination import Coordinator
 
     (tmp_path / "first.py").write_text(TWIN.format(direction="minimize", bound=1.0))
@@ -928,7 +928,7 @@ def test_a_tell_that_lands_between_the_reapers_read_and_write_costs_nothing(tmp_
     neither crash nor leave a retry that would train the same logical trial again."""
     from optuna.trial import TrialState
 
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 
@@ -967,7 +967,7 @@ def test_a_first_trial_started_before_mlflow_is_imported_gets_its_run_all_the_sa
     """A worker's first trial starts while MLflow is still being imported: it records its worker at
     once, its run is created on the writer thread meanwhile, and it ends linked to a complete run;
     the next trial creates its run before training, as every later one does."""
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.execution._trial import run_trial
     from search.settings import SearchSettings
@@ -997,7 +997,7 @@ def test_an_mlflow_error_at_run_start_fails_that_trial_and_the_worker_goes_on(tm
     """A tracking server answering HTTP 500 when a trial's run is created ends that trial, not the worker."""
     from mlflow.exceptions import MlflowException
 
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.execution._trial import run_trial
     from search.settings import SearchSettings

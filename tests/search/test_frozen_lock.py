@@ -48,7 +48,7 @@ FROZEN_CLAIM = textwrap.dedent(
 
 
 def _study(url: str, name: str, trials: int):
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 

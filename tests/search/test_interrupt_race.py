@@ -15,7 +15,7 @@ SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 
 
 def _study(tmp_path: Path, backend: str, request: Any, name: str, trials: int, **settings: Any) -> tuple[Any, Any]:
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 
@@ -118,7 +118,7 @@ def test_two_processes_that_queue_the_same_retry_at_once_leave_one(tmp_path, bac
     from optuna.trial import TrialState
 
     import storage as st
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.coordination import _reaper as reaper
     from search.settings import SearchSettings
@@ -145,7 +145,7 @@ def test_a_trial_its_worker_failed_for_good_between_the_reapers_read_and_write_g
     """Unlike an interrupt, a real failure (a bug in the study) is final: the reaper's retry stands down."""
     from optuna.trial import TrialState
 
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 

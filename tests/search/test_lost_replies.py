@@ -23,7 +23,7 @@ def test_a_lost_reply_after_a_suggestion_never_trains_other_params_than_stored(t
     """A trial's params are stored in one transaction; the connection drops at its commit, after it
     (reply lost) or before (write lost). The retry trains exactly what is stored, stored once."""
     import storage as st
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator, _resilience
     from search.execution._suggest import suggest_params
     from search.settings import SearchSettings, load_study

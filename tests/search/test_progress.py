@@ -182,7 +182,7 @@ def test_follow_on_a_terminal_draws_the_live_view(spent_study, tmp_path):
 
 
 def test_where_to_look_names_the_commands_or_the_mlflow_server(tmp_path, monkeypatch):
-    from search.cli._output import watch_hints
+    from search.api._output import watch_hints
     from search.settings import Locations
 
     monkeypatch.chdir(tmp_path)

@@ -196,7 +196,7 @@ def _connect_across_a_restart(tmp_path: Path, pg_url: str, monkeypatch: pytest.M
     """The server goes away right after a worker joined, as it loads the study: an outage, not exit 1."""
     import sqlalchemy
 
-    from search.cli._settings import resolve_locations
+    from search.api import resolve_locations
     from search.coordination import Coordinator
     from search.execution import connect
 
@@ -321,7 +321,7 @@ def _log_has(path: Path, text: str, proc: subprocess.Popen[str], timeout: float 
 def test_workers_that_find_the_study_half_created_wait_for_its_parent_run_then_join(tmp_path, pg_url):
     """The study is in PostgreSQL, its MLflow parent run not yet (`search start` is still creating it):
     workers started without --wait-for-db wait for it instead of exiting 2, then share the budget."""
-    from search.cli import StartOptions, prepare, resolve_locations
+    from search.api import StartOptions, prepare, resolve_locations
     from search.coordination import Coordinator
     from search.settings import SearchSettings
     from search.tracking import open_parent_run

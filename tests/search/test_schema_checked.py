@@ -88,7 +88,7 @@ def test_search_start_marks_the_storage_checked_for_the_workers_it_starts(tmp_pa
     import json
     import types
 
-    from search.cli import resolve_locations
+    from search.api import resolve_locations
     from search.execution import _early, _local
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)

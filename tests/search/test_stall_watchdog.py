@@ -88,7 +88,7 @@ def test_a_training_thread_hung_in_forward_is_failed_as_stalled_and_search_start
 
 def _create(tmp_path: Path, hang: str, **options: Any) -> tuple[Any, Any]:
     """A SQLite study of the stalling study, created as `search start` does, with its stored settings."""
-    from search.cli import StartOptions, create_or_resume, prepare, resolve_locations
+    from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path / "project")

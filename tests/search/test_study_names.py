@@ -125,7 +125,7 @@ def test_delete_keeps_what_the_study_did_not_write(tmp_path, make_demo, search_m
 
 def test_next_commands_are_safe_to_paste(tmp_path, monkeypatch):
     """Quoted for a shell, and no `***` where a password was (it would be sent as the password)."""
-    from search.cli._output import password_left_out, where_flags
+    from search.api._output import password_left_out, where_flags
     from search.settings import Locations
 
     for var in ("SEARCH_PROJECT_DIR", "SEARCH_STORAGE", "SEARCH_TRACKING_URI", "MLFLOW_TRACKING_URI"):

@@ -52,7 +52,7 @@ def test_successful_optuna_calls_do_not_reset_the_mlflow_outage_clock(monkeypatc
 
 
 def test_a_heartbeats_reaping_pass_never_waits_for_mlflow_to_end_a_dead_run(tmp_path):
-    from search.cli import StartOptions, prepare
+    from search.api import StartOptions, prepare
     from search.coordination import Coordinator
     from search.settings import SearchSettings
 

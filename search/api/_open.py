@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import storage
-from search.cli._settings import resolve_locations
+from search.api._locations import resolve_locations
 from search.coordination import Coordinator
 from search.exceptions import SearchError
 from search.execution import schema_checked

@@ -1,9 +1,6 @@
 """``search start``: create or resume a study, run local workers, follow them, retrain the best.
 
-Resuming, settings the user did not give keep the values stored with the study. A given value
-that differs applies when the trials so far stay comparable (budget, retries, heartbeats, stall
-timeout, sampler, pruner: stored with the study, used by every worker started from now on) and is refused when they
-would not (the seed also splits the data; study options change the data or the model).
+Resuming, settings the user did not give keep the values stored with the study (:mod:`search.api._resume`).
 """
 
 from __future__ import annotations
@@ -11,17 +8,18 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import storage
-from search.cli._open import check_reachable, locations
-from search.cli._output import final_summary, watch_hints
-from search.cli._signals import interrupted_exit_code
-from search.cli._start_options import LocalWorkers, StartOptions, check_flags, start_workers
+from search.api._open import check_reachable, locations
+from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
+from search.api._output import final_summary, watch_hints
+from search.api._resume import resume_options, start_name
+from search.api._signals import interrupted_exit_code
 from search.coordination import Coordinator
-from search.exceptions import SearchError, StudyMismatchError, WorkerFaultError
+from search.exceptions import SearchError, WorkerFaultError
 from search.execution import (
     Restarts,
     check_some_worker_succeeded,
@@ -35,9 +33,7 @@ from search.execution import (
 )
 from search.observation import make_follower, print_start_header
 from search.settings import (
-    SearchSettings,
     StudyRecord,
-    check_study_name,
     load_study,
     record_space,
     remove_study_dir,
@@ -86,13 +82,6 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     return PreparedStudy(study, record, start_name(opts, study))
 
 
-def start_name(opts: StartOptions, study: Study) -> str:
-    """The Optuna study's name: ``--name``, else the study's own, checked before anything is created."""
-    if opts.name:
-        return check_study_name(opts.name)
-    return check_study_name(study.name, f"the name of study {opts.study}")
-
-
 def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
                      release: Callable[[str | None], None] | None = None) -> tuple[Coordinator, bool]:  # fmt: skip
     """The study plus its MLflow experiment and parent run; a new study is removed if any part fails.
@@ -120,67 +109,6 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
             coordinator.delete()
         raise
     return coordinator, created
-
-
-# -- resuming: a flag that changes a stored setting applies or is refused, never silent --------------------
-
-REFUSED = frozenset({"seed"})
-"""Settings a resumed study cannot change: its trials so far would not be comparable with new ones."""
-_HINT = "; drop the flag to resume, or give --name for a new study"
-
-
-def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, list[str]]:
-    """``opts`` as a resumed study runs them, and one line per stored setting they change.
-
-    A new study (none of that name in the storage) takes ``opts`` as they are, with no lines.
-    """
-    name = start_name(opts, load_study(study_ref(opts.study), opts.study_options))
-    if not storage.has_optuna_tables(loc.storage_url):
-        return opts, []
-    coordinator = Coordinator(loc.storage_url, name)
-    if not coordinator.exists():
-        return opts, []
-    return reconcile(opts, coordinator.read_record(), coordinator.budget())
-
-
-def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[StartOptions, list[str]]:
-    """Merge what the user gave (``opts.explicit``) into the stored record; refuse what cannot change."""
-    given = opts.explicit
-
-    def asked(name: str) -> bool:
-        return given is None or name in given
-
-    if asked("narrow") and opts.narrow != stored.narrow:
-        raise StudyMismatchError(
-            f"--narrow {_options(opts.narrow)} differs from the study's stored ranges {_options(stored.narrow)}{_HINT}"
-        )
-    if asked("study_options") and opts.study_options != stored.options:
-        raise StudyMismatchError(
-            f"--study-option {_options(opts.study_options)} differs from the study's stored options "
-            f"{_options(stored.options)}{_HINT}"
-        )
-    values, lines = {}, []
-    for setting in (f.name for f in fields(SearchSettings)):
-        old, new = getattr(stored.settings, setting), getattr(opts.settings, setting)
-        if not asked(setting) or new == old:
-            values[setting] = old
-            continue
-        flag = "--" + setting.replace("_", "-")
-        if setting in REFUSED:
-            raise StudyMismatchError(f"{flag} {new} differs from the study's stored {flag} {old}{_HINT}")
-        values[setting] = new
-        shown = ["off" if setting == "stall_timeout" and value == 0 else value for value in (old, new)]
-        lines.append(f"{flag}: {shown[0]} -> {shown[1]} (stored with the study; workers started from now on use it)")
-    if opts.trials != budget:
-        lines.append(f"--trials: budget {budget} -> {opts.trials}")
-    return replace(opts, settings=SearchSettings(**values), study_options=stored.options, narrow=stored.narrow), lines
-
-
-def _options(options: Mapping[str, object]) -> str:
-    def show(value: object) -> str:  # a narrowed range [low, high] reads as low:high
-        return ":".join(f"{v:g}" for v in value) if isinstance(value, list) else str(value)
-
-    return ",".join(f"{k}={show(v)}" for k, v in sorted(options.items())) or "(none)"
 
 
 def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: LocalWorkers | None = None) -> int:

@@ -6,7 +6,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING
 
-from search.cli._settings import MLFLOW_TRACKING_ENV
+from search.api._locations import MLFLOW_TRACKING_ENV
 from search.observation import RetrainView, study_summary
 from search.settings import ENV_PROJECT, ENV_STORAGE, ENV_TRACKING
 from search.tracking import Tracker, read_champion, record_on_parent, retrain_and_register, retrained_version

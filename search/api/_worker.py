@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from search.cli._open import LOCATION_FLAGS, locations, open_existing_with_locations, study_name
+from search.api._open import LOCATION_FLAGS, locations, open_existing_with_locations, study_name
 from search.coordination import PARENT_RUN_ATTR, retrying
 from search.exceptions import SearchError, StudyIncompleteError
 from search.execution import (

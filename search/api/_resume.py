@@ -1,0 +1,89 @@
+"""Resuming: a flag that changes a stored setting applies or is refused, never silently ignored.
+
+A given value that differs applies when the trials so far stay comparable (budget, retries,
+heartbeats, stall timeout, sampler, pruner, patience: stored with the study, used by every worker
+started from now on) and is refused when they would not (the seed also splits the data; study
+options change the data or the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING
+
+import storage
+from search.coordination import Coordinator
+from search.exceptions import StudyMismatchError
+from search.settings import SearchSettings, StudyRecord, check_study_name, load_study, study_ref
+
+if TYPE_CHECKING:
+    from search.api._options import StartOptions
+    from search.settings import Locations
+    from studies import Study
+
+
+def start_name(opts: StartOptions, study: Study) -> str:
+    """The Optuna study's name: ``--name``, else the study's own, checked before anything is created."""
+    if opts.name:
+        return check_study_name(opts.name)
+    return check_study_name(study.name, f"the name of study {opts.study}")
+
+
+REFUSED = frozenset({"seed"})
+"""Settings a resumed study cannot change: its trials so far would not be comparable with new ones."""
+_HINT = "; drop the flag to resume, or give --name for a new study"
+
+
+def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, list[str]]:
+    """``opts`` as a resumed study runs them, and one line per stored setting they change.
+
+    A new study (none of that name in the storage) takes ``opts`` as they are, with no lines.
+    """
+    name = start_name(opts, load_study(study_ref(opts.study), opts.study_options))
+    if not storage.has_optuna_tables(loc.storage_url):
+        return opts, []
+    coordinator = Coordinator(loc.storage_url, name)
+    if not coordinator.exists():
+        return opts, []
+    return reconcile(opts, coordinator.read_record(), coordinator.budget())
+
+
+def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[StartOptions, list[str]]:
+    """Merge what the user gave (``opts.explicit``) into the stored record; refuse what cannot change."""
+    given = opts.explicit
+
+    def asked(name: str) -> bool:
+        return given is None or name in given
+
+    if asked("narrow") and opts.narrow != stored.narrow:
+        raise StudyMismatchError(
+            f"--narrow {_options(opts.narrow)} differs from the study's stored ranges {_options(stored.narrow)}{_HINT}"
+        )
+    if asked("study_options") and opts.study_options != stored.options:
+        raise StudyMismatchError(
+            f"--study-option {_options(opts.study_options)} differs from the study's stored options "
+            f"{_options(stored.options)}{_HINT}"
+        )
+    values, lines = {}, []
+    for setting in (f.name for f in fields(SearchSettings)):
+        old, new = getattr(stored.settings, setting), getattr(opts.settings, setting)
+        if not asked(setting) or new == old:
+            values[setting] = old
+            continue
+        flag = "--" + setting.replace("_", "-")
+        if setting in REFUSED:
+            raise StudyMismatchError(f"{flag} {new} differs from the study's stored {flag} {old}{_HINT}")
+        values[setting] = new
+        shown = ["off" if setting == "stall_timeout" and value == 0 else value for value in (old, new)]
+        lines.append(f"{flag}: {shown[0]} -> {shown[1]} (stored with the study; workers started from now on use it)")
+    if opts.trials != budget:
+        lines.append(f"--trials: budget {budget} -> {opts.trials}")
+    return replace(opts, settings=SearchSettings(**values), study_options=stored.options, narrow=stored.narrow), lines
+
+
+def _options(options: Mapping[str, object]) -> str:
+    def show(value: object) -> str:  # a narrowed range [low, high] reads as low:high
+        return ":".join(f"{v:g}" for v in value) if isinstance(value, list) else str(value)
+
+    return ",".join(f"{k}={show(v)}" for k, v in sorted(options.items())) or "(none)"
