@@ -50,14 +50,8 @@ class Strategy:
     """A study built another way (the plain script's sampler and pruner); None: from the specs."""
     sequential: bool = False
     """Always one worker, whatever the run's worker count (the sequential script)."""
-    run: Callable[..., Trace] | None = None
-    """A simulation of its own, called as :func:`simulate` is (an experiment that schedules the
-    workers' trials another way); None: :func:`simulate`."""
     patience: str = "off"
     """``--patience``: end a trial as complete once its value has not improved for this many epochs."""
-    spare: float = 0.0
-    """Experiment: patience spares a trial whose best value is better than this quantile of the
-    complete trials' values (0: none spared; a tiny value: only a trial that beats the best)."""
 
 
 @dataclass
@@ -122,15 +116,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     counter = 0
     used = finished = 0
     best = math.inf
-    complete: list[float] = []
-
-    def spared(value: float) -> bool:
-        if not strategy.spare:
-            return False
-        if not complete:
-            return True
-        ranked = sorted(complete)
-        return value < ranked[min(len(ranked) - 1, int(strategy.spare * len(ranked)))]
 
     def start(now: float) -> None:
         nonlocal counter
@@ -147,7 +132,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
-        stalled = stalled and not spared(min(curve.values[:epoch]))
         if not pruned and epoch < problem.epochs and not stalled:
             counter += 1  # a fresh tie-breaker: the trials themselves do not compare
             heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
@@ -160,7 +144,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
             study.tell(trial, value)
             trace.curves.append(curve.values)  # the problem's whole curve, for its rank correlations
             best = min(best, value)
-            complete.append(value)
         trace.events.append(Event(now, used, finished, best))
         if finished + len(queue) < trials or used < epochs_budget:
             start(now)

@@ -1,7 +1,7 @@
 """benchmarks/bench_search.py runs end to end on one tiny problem with one seed, in both modes.
 
 The benchmark takes minutes; this only checks that it runs, compares what it says it compares and
-writes what it says it writes. Its numbers are read in docs/search-strategy.md, never asserted.
+writes what it says it writes. Its numbers are read in docs/search-strategy.md and docs/experiments/, never asserted.
 """
 
 from __future__ import annotations

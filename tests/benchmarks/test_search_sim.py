@@ -194,19 +194,3 @@ def test_rank_correlation_per_epoch_over_the_curves_that_reached_it():
     assert rho == [spearman([3.0, 2.0, 1.0, 5.0], [1.0, 2.0, 1.0, 5.0]), spearman([1.0, 2.0, 3.0], [1.0, 2.0, 1.0])]
     assert rho == pytest.approx([0.4, 0.5])
     assert math.isnan(epoch_rank_correlation([[1.0, 2.0], [2.0], [3.0]])[1])  # one curve reached epoch 2
-
-
-def test_patience_can_spare_the_leader():
-    """The explored variant (``spare``): patience does not end a trial whose best value beats every
-    complete trial's (the study's first trial, with none complete, included)."""
-    trace = simulate(Flat(), Strategy("p", "random", "none", patience="2", spare=1e-9), workers=1, seed=0, trials=12)
-    best, expected = math.inf, []
-    for curve in trace.curves:  # one worker: in trial order; every trial completes
-        x = curve[0] - 1.0
-        spared = 0.5 + x < best
-        expected.append(6 if spared else 4)
-        best = min(best, (0.4 if spared else 0.5) + x)
-    ends = [0] + [e.epochs for e in trace.events]
-    assert [ends[i + 1] - ends[i] for i in range(len(trace.events))] == expected
-    assert expected[0] == 6 and 6 in expected[1:] and 4 in expected  # both cases met
-    assert trace.events[-1].best == pytest.approx(best)
