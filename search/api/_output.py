@@ -37,9 +37,9 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
             print(f"    {key} = {value}")
     if "overhead_mean_fraction" in summary:
         long_part = summary.get("overhead_fraction_trials_5s_plus")
-        extra = f", {100 * long_part:.1f}% on trials of 5 s or more" if long_part is not None else ""
-        print(f"  service overhead per trial: median {summary['overhead_p50_s'] * 1000:.0f} ms, "
-              f"{100 * summary['overhead_mean_fraction']:.1f}% of trial time{extra}")  # fmt: skip
+        extra = f" ({100 * long_part:.1f}% for trials of 5 s or more)" if long_part is not None else ""
+        print(f"  time outside training (claiming, setting up, tracking): median {summary['overhead_p50_s']:.2f} s "
+              f"a trial, {100 * summary['overhead_mean_fraction']:.1f}% of the trials' time{extra}")  # fmt: skip
     registered = retrained_version(Tracker(loc.tracking()), coordinator) if already_finished else None
     if registered is not None:
         print_champion(coordinator, loc, registered)
@@ -69,7 +69,8 @@ def print_retrain(result: RetrainResult) -> None:
     for key, value in {**result.val_metrics, **result.test_metrics}.items():
         print(f"  {key} = {value:.4f}")
     state = "is the new champion" if result.became_champion else "registered (not champion)"
-    print(f"  model {result.model_name} version {result.version} {state}")
+    print(f"  model {result.model_name} version {result.version} {state} (MLflow registered model "
+          f"{result.model_name!r}: the study's name)")  # fmt: skip
     for note in result.notes:
         print(f"  {note}")
     print(f"  model URI: {result.model_uri}")

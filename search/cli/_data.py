@@ -135,17 +135,18 @@ def delete(**kwargs: Any) -> None:
     coordinator, loc = open_existing_with_locations(kwargs)
     name = coordinator.study_name
     counts = coordinator.counts()
-    running = counts.state("RUNNING") + counts.state("WAITING")
-    if running and not force:
-        busy = f"{running} running or waiting trial{'s' * (running != 1)}"
-        raise SearchError(f"study {name!r} has {busy}; stop its workers or give --force")
+    running, queued = counts.state("RUNNING"), counts.state("WAITING")
+    if running and not force:  # queued retries alone are no one's work yet: they go with the study
+        raise SearchError(f"study {name!r} has {running} running trial{'s' * (running != 1)}; stop its workers "
+                          "or give --force")  # fmt: skip
     tracker = Tracker(loc.tracking())
     runs = find_study_runs(tracker, coordinator)
     # Only the folders this study's trials wrote, under the roots its starts recorded (and this
     # command's): never a path taken from the command line as it stands.
     roots = list(dict.fromkeys([*coordinator.checkpoint_roots(), loc.checkpoint_root]))
     folders = [study_dir(root, name) for root in roots if study_dir(root, name).is_dir()]
-    what = (f"study {name!r}: {counts.total} trials in the Optuna storage, {len(runs.run_ids)} MLflow runs"
+    what = (f"study {name!r}: {counts.total} trials in the Optuna storage"
+            + (f" ({queued} of them queued retries)" if queued else "") + f", {len(runs.run_ids)} MLflow runs"
             + "".join(f", checkpoints in {folder}" for folder in folders))  # fmt: skip
     versions = model_versions(tracker, name)
     kept = f"registered model {name!r} ({versions} version{'s' * (versions != 1)}) is kept" if versions else ""

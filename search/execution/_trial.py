@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -82,6 +83,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     if outcome.state != "LOST" and not outcome.retried:  # a retry resumes from these checkpoints
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the study's folder, once its last trial's is gone (not if others are left)
+            ckpt_dir.parent.rmdir()
     return outcome
 
 

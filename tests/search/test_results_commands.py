@@ -193,7 +193,7 @@ def test_delete_refuses_while_trials_run_and_asks_first(study_url, tmp_path, mak
     demo = make_demo(study_url, tmp_path / "project", tracking=True)
     flags = demo.flags()
     code, _, err = search_main(["delete", *flags, "--yes"])
-    assert (code, err) == (2, "error: study 'demo' has 1 running or waiting trial; stop its workers or give --force\n")
+    assert (code, err) == (2, "error: study 'demo' has 1 running trial; stop its workers or give --force\n")
     for answer in ("n\n", ""):  # no, and no answer at all (stdin closed)
         monkeypatch.setattr("sys.stdin", io.StringIO(answer))
         code, out, _ = search_main(["delete", *flags, "--force"])
@@ -204,6 +204,19 @@ def test_delete_refuses_while_trials_run_and_asks_first(study_url, tmp_path, mak
     assert code == 0 and out.splitlines() == ["deleted study 'demo': 7 trials in the Optuna storage, 1 MLflow runs"]
     code, _, err = search_main(["status", *flags])
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+
+
+def test_delete_takes_a_study_whose_only_unfinished_trials_are_queued_retries(tmp_path, make_demo, search_main):
+    """After Ctrl-C a study holds queued retries (WAITING) and no running trial: nothing to stop."""
+    import storage
+    from search.coordination import Coordinator
+
+    project = tmp_path / "project"
+    demo = make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False, tracking=True)
+    Coordinator.existing(demo.url, demo.name).load().enqueue_trial({"lr": 0.01, "width": 64})
+    code, out, err = search_main(["delete", *demo.flags(), "--yes"])
+    assert code == 0, err
+    assert out.startswith("deleted study 'demo': 7 trials in the Optuna storage (1 of them queued retries)")
 
 
 def test_delete_keeps_a_same_named_study_that_shares_the_experiment(tmp_path, make_demo, search_main):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -26,3 +28,12 @@ def test_a_finished_trial_wrote_only_the_checkpoints_its_bound_asked_for(claimed
     outcome = run_trial(ctx, trial)
     assert (outcome.state, written) == ("COMPLETE", saved)
     assert ctx.coordinator.storage.get_trial(trial._trial_id).user_attrs["epochs_run"] == 3
+
+
+def test_a_finished_study_leaves_no_empty_checkpoint_folder(tmp_path, cli):
+    """Each trial's folder goes when it finishes, and the study's once the last is gone."""
+    sleep = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+    cli("start", "--study", str(sleep), "--trials", "2", "--workers", "1", "--checkpoint-every", "0",
+        "--study-option", "epoch_seconds=0", "--no-retrain", cwd=tmp_path, check=True)  # fmt: skip
+    root = tmp_path / ".search" / "checkpoints"
+    assert root.is_dir() and list(root.iterdir()) == []
