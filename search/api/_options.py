@@ -87,4 +87,8 @@ def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
     # A study file's name is known once it is imported: they are told it when they join.
     early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
     procs = spawn_early(start_at_once(workers), gpus, debug, early_study, total=workers) if workers > 0 else []
+    if not opts.quiet:  # the first second says what the next ten do
+        on = f" on GPUs {','.join(gpus)}" if gpus else ""
+        what = f"starting {workers} local worker{'s' * (workers != 1)}{on}" if workers else "no local workers"
+        print(f"{what}; checking the study {opts.study!r} and opening its storage meanwhile", flush=True)
     return LocalWorkers(procs, workers, gpus, early_study)

@@ -100,15 +100,14 @@ def release_workers(procs: list[subprocess.Popen[bytes]], go: str | None, loc: L
 
 
 def start_at_once(count: int) -> int:
-    """How many of ``count`` local workers to start with the command, before its study exists.
-
-    Starting a worker costs seconds of CPU (torch's imports), as does the command's own start. With
-    no more cores than processes importing, starting all together only makes every one of them
-    late: the first trial starts soonest, and the workers are all training no later, when those
-    that start at once leave the command a core and the rest start once the first ones have each
-    claimed a trial (:func:`start_rest`): a worker's imports take a core from whoever else runs.
+    """How many of ``count`` local workers to start with the command, before its study exists: one
+    per usable core. More would share cores while they import torch (seconds of CPU each) and make
+    every one of them late; the rest start once the first ones have each claimed a trial
+    (:func:`start_rest`). Leaving the command a core of its own made the first trial start a little
+    sooner, but left a core idle for the first trial's length (seconds to minutes): on a 2-core
+    machine the second worker trained one trial of ten.
     """
-    return min(count, max(1, usable_cores() - 1))
+    return min(count, max(1, usable_cores()))
 
 
 def start_rest(procs: list[subprocess.Popen[bytes]], count: int, gpus: list[str], debug: bool,
