@@ -69,9 +69,14 @@ def _table(rows: list[Any]) -> list[str]:
     for r in rows:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
         detail = params if r.state != "FAIL" else (r.fail_reason or "no reason recorded").splitlines()[0][:80]
+        state = r.state
+        if r.retried_as is not None:  # an attempt a retry continues: not a failed trial (the summary agrees)
+            state, detail = "RETRIED", f"{detail}; continued by trial {r.retried_as}"
         epochs = f"{r.epochs} (stopped)" if "stopped_epoch" in r.extra else str(r.epochs)  # --patience
+        if r.state == "WAITING":  # a queued retry: where it resumes is known once its checkpoint is read
+            epochs = "-"
         values = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
-        lines.append((str(r.number), r.state, "-" if r.value is None else f"{r.value:.5g}", *values, epochs,
+        lines.append((str(r.number), state, "-" if r.value is None else f"{r.value:.5g}", *values, epochs,
                       "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
                       "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ class TrialRow:
     not finished, or finished before trials kept them."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """The trial's other user attributes (throughput, overhead, resumed epoch, ...)."""
+    retried_as: int | None = None
+    """The trial that continues this one: a dead or interrupted attempt is failed and queued again as
+    a retry, which counts in its place (the attempt is no failure of the logical trial)."""
 
 
 _OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds", "final_metrics"}
@@ -80,6 +83,8 @@ def trial_rows(coordinator: Coordinator, states: tuple[str, ...] | None = None) 
     study_id = coordinator.study_id()
     trials = coordinator.storage.get_all_trials(study_id, deepcopy=False)
     rows = [trial_row(t) for t in trials]
+    retries = {r.retry_of: r.number for r in rows if r.retry_of is not None}
+    rows = [replace(r, retried_as=retries.get(r.number)) if r.number in retries else r for r in rows]
     return [r for r in rows if states is None or r.state in states]
 
 

@@ -241,3 +241,35 @@ def test_delete_keeps_a_same_named_study_that_shares_the_experiment(tmp_path, ma
     assert client.get_experiment(experiment).name == "demo"
     assert all(client.get_run(r).info.lifecycle_stage == "deleted" for r in runs[ours.url])
     assert search_main(["status", *theirs.flags()])[0] == 0
+
+
+def test_an_interrupted_attempt_reads_as_retried_and_its_queued_retry_shows_no_epochs(tmp_path, make_demo, search_main):
+    """After Ctrl-C: the attempt is failed and queued again; the summary counts no failure, nor does the table."""
+    import optuna
+
+    import storage
+    from search.coordination import Coordinator
+
+    project = tmp_path / "project"
+    demo = make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False)
+    study = Coordinator.existing(demo.url, demo.name).load()
+    attempt = optuna.trial.create_trial(
+        params={"lr": 0.01, "width": 64}, distributions=study.trials[0].distributions,
+        intermediate_values={1: 0.9, 2: 0.8}, state=optuna.trial.TrialState.FAIL,
+        user_attrs={"fail_reason": "interrupted"},
+    )  # fmt: skip
+    study.add_trial(attempt)
+    number = study.trials[-1].number
+    study.enqueue_trial({"lr": 0.01, "width": 64})
+    retry = study.trials[-1]
+    study._storage.set_trial_system_attr(retry._trial_id, "retry_history", [number])
+    study._storage.set_trial_system_attr(retry._trial_id, "failed_trial", number)
+    code, out, err = search_main(["trials", *demo.flags()])
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert rows[str(number)].split()[1] == "RETRIED" and f"interrupted; continued by trial {retry.number}" in rows[
+        str(number)]  # fmt: skip
+    assert rows[str(retry.number)].split()[1:4] == ["WAITING", "-", "-"]  # no value, no epochs until it resumes
+    code, out, _ = search_main(["trials", *demo.flags(), "--json"])
+    by_number = {row["number"]: row for row in json.loads(out)}
+    assert by_number[number]["state"] == "FAIL" and by_number[number]["retried_as"] == retry.number
