@@ -147,14 +147,14 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         print(f"study {coordinator.study_name!r} is finished: nothing to run (`search retrain` trains its best "
               f"trial again; a larger --trials searches on)", flush=True)  # fmt: skip
     if finished:
+        _announce(changes, opts.quiet)  # stored all the same, for a larger budget later
         return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet, already_finished=True)
     # As a worker does: the imports and the study leave about 400,000 long-lived objects, which
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).
     gc.freeze()
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
-    for line in changes:  # never silent; with --quiet a warning on stderr
-        (log.warning("changed %s", line) if opts.quiet else print(f"  changed {line}", flush=True))
+    _announce(changes, opts.quiet)
     if len(procs) < workers:  # those left for later start once the first ones have claimed
         try:
             _await_claims(coordinator, procs, claimed)
@@ -210,6 +210,11 @@ def _finished_by(coordinator: Coordinator, pid: int, index: int) -> bool:
     worker = f"{socket.gethostname()}:{pid}:{index}"
     trials = coordinator.load().get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     return any(t.user_attrs.get("worker") == worker for t in trials)
+
+
+def _announce(changes: list[str], quiet: bool) -> None:
+    for line in changes:  # never silent; with --quiet a warning on stderr
+        (log.warning("changed %s", line) if quiet else print(f"  changed {line}", flush=True))
 
 
 def _claimed(counts: storage.TrialCounts) -> int:

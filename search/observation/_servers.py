@@ -112,7 +112,9 @@ def experiment_path(coordinator: Coordinator) -> str:
 
     study_id = coordinator.study_id()
     experiment_id = coordinator.storage.get_study_user_attrs(study_id).get(EXPERIMENT_ATTR)
-    return f"/#/experiments/{experiment_id}/runs" if experiment_id else "/"
+    # MLflow 3's UI opens in its GenAI view (traces, judges, prompts) unless the page asks for the
+    # model-training one, which lists runs with their metrics: a study's trials.
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning" if experiment_id else "/"
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -38,9 +38,13 @@ def test_mlflow_ui_lists_the_trials_under_the_study_run(small_search, serve, dri
     port = free_port()
     server = serve(["mlflow", "--name", small_search.name, "--port", str(port)], cwd=small_search.workdir)
     url = server.wait_for_url(timeout=180)
-    assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/") and url.endswith("/runs")
+    assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/") and url.endswith(
+        "/runs?workflowType=machine_learning"
+    )
     driver.get(url)
-    wait_for_text(driver, small_search.name, "Training runs")
+    wait_for_text(driver, small_search.name, "Runs", "Model training")
+    # The model-training view (runs, models), not MLflow 3's default GenAI one (traces, judges, prompts).
+    assert "Judges" not in driver.find_element(By.TAG_NAME, "body").text
     if "trial-0" not in driver.find_element(By.TAG_NAME, "body").text:
         # Child runs start folded under their parent: unfold it with the row's expander button.
         expander = ".ag-row button[data-component-id*='runnamecellrenderer']"
