@@ -64,7 +64,10 @@ def test_busy_port_is_one_clear_line(sqlite_demo, cli, tmp_path):
 def test_mlflow_on_a_tracking_server_prints_the_study_page(sqlite_demo, cli, tmp_path):
     server = f"http://team:{FAKE_PASSWORD}@mlflow.example:5000/"
     proc = cli("mlflow", *sqlite_demo.flags(), "--tracking-uri", server, cwd=tmp_path, timeout=60, check=True)
-    assert proc.stdout.strip() == "MLflow UI for study 'demo': http://team:***@mlflow.example:5000/#/experiments/7/runs"
+    assert (
+        proc.stdout.strip()
+        == "MLflow UI for study 'demo': http://team:***@mlflow.example:5000/#/experiments/7/runs?workflowType=machine_learning"
+    )
 
 
 def test_mlflow_server_gets_the_embedded_store_through_its_environment(tmp_path):
