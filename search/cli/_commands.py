@@ -22,15 +22,15 @@ from search.cli._options import (
     study_options_option,
     tensorboard_option,
 )
-from search.settings import SearchSettings
+from search.settings import PRUNERS, SAMPLERS, SearchSettings
 
 _defaults = SearchSettings()
 
 _settings_options = stack(
     option("--sampler", default=_defaults.sampler,
-           help="tpe | gp | random | qmc | cmaes, with options like tpe:startup=5 (docs/search-strategy.md)."),
+           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5 (docs/search-strategy.md)."),
     option("--pruner", default=_defaults.pruner,
-           help="median | successive-halving | hyperband | none, with options like median:startup=2,warmup=1; "
+           help=f"{' | '.join(PRUNERS)}, with options like median:startup=2,warmup=1; "
                 "warmup=auto prunes from the first epoch that ranks the study's complete trials."),
     option("--seed", type=int, default=_defaults.seed, help="Sampler and data-split seed."),
     option("--max-retries", type=int, default=_defaults.max_retries,

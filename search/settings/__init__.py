@@ -1,12 +1,11 @@
 """What a search is and where it lives: stored settings, sampler and pruner specs, the study catalog, its space."""
 
 from search.settings._algorithms import (
-    PRUNERS,
-    SAMPLERS,
     describe,
     make_pruner,
     make_sampler,
-    parse_spec,
+    parse_pruner,
+    parse_sampler,
     validate,
 )
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
@@ -34,6 +33,9 @@ from search.settings._record import (
     resolve_patience,
 )
 from search.settings._space import middle_params, parse_narrow, record_space, space_differences
+from search.settings._spec import PrunerSpec, SamplerSpec
+from search.settings.pruners import PRUNERS
+from search.settings.samplers import SAMPLERS
 
 __all__ = [
     "CONFIG_FILE",
@@ -46,7 +48,9 @@ __all__ = [
     "ENV_TRACKING",
     "FIRST_RUNG_ATTR",
     "PRUNERS",
+    "PrunerSpec",
     "SAMPLERS",
+    "SamplerSpec",
     "Locations",
     "MAX_NAME_LENGTH",
     "NAME_RULE",
@@ -65,7 +69,8 @@ __all__ = [
     "reads_running_trials",
     "params_dict",
     "parse_options",
-    "parse_spec",
+    "parse_pruner",
+    "parse_sampler",
     "parse_patience",
     "parse_stall_timeout",
     "middle_params",

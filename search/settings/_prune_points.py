@@ -3,7 +3,9 @@
 ``trial.should_prune()`` reads the trial back and lets the pruner read the study (two or three
 transactions an epoch). Each epoch is still reported (the dashboard's curves and a retry's
 history need every value), but the pruner is asked only at the epochs where it could return
-True or record something, given the last epoch at which this attempt asked it:
+True or record something, given the last epoch at which this attempt asked it. Each pruner's
+class says where (``may_prune_at`` in ``search/settings/pruners/``), found by the class of the
+pruner it built; the rules:
 
 * ``none``: never.
 * a median pruner with a fixed warm-up: from the warm-up on, at the first epoch of each interval
@@ -28,31 +30,17 @@ from collections.abc import Iterable
 from typing import Any
 
 
+def _spec_of(pruner: Any) -> Any:
+    """The class in the registry whose ``build`` makes pruners of ``pruner``'s class, if any."""
+    from search.settings.pruners import PRUNERS
+
+    return next((spec for spec in PRUNERS.values() if type(pruner) in spec.built_types()), None)
+
+
 def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:
     """Whether ``pruner`` could prune (or record a rung) at ``step``; ``steps`` are the reported epochs."""
-    import optuna  # imported here: the CLI's start-up does not need it
-
-    if type(pruner) is optuna.pruners.NopPruner:
-        return False
-    if last_asked is None:
-        return True
-    if type(pruner) is optuna.pruners.MedianPruner:
-        from optuna.pruners._percentile import _is_first_in_interval_step
-
-        warmup, interval = pruner._n_warmup_steps, pruner._interval_steps
-        return step >= warmup and _is_first_in_interval_step(step, steps, warmup, interval)  # type: ignore[arg-type]
-    rungs = _rungs(pruner)
-    if rungs is None:
-        return True
-    first, factor = rungs
-    if first < 1 or factor < 2:
-        return True
-    rung = first
-    while rung <= step:
-        if rung > last_asked:
-            return True
-        rung *= factor
-    return False
+    spec = _spec_of(pruner)
+    return True if spec is None else bool(spec.may_prune_at(pruner, step, last_asked, steps))
 
 
 def reads_running_trials(pruner: Any) -> bool:
@@ -62,24 +50,11 @@ def reads_running_trials(pruner: Any) -> bool:
     system attributes (rung records) need not be read at all (``storage.StudyTrials``)."""
     import optuna
 
-    from search.settings._pruners import AdaptiveMedian
-
+    spec = _spec_of(pruner)
+    if spec is not None:
+        return bool(spec.reads_running_trials)
     if isinstance(pruner, optuna.pruners.PatientPruner):
         return pruner._wrapped_pruner is not None and reads_running_trials(pruner._wrapped_pruner)
     alone = (optuna.pruners.PercentilePruner, optuna.pruners.NopPruner, optuna.pruners.ThresholdPruner,
-             optuna.pruners.WilcoxonPruner, AdaptiveMedian)  # fmt: skip
+             optuna.pruners.WilcoxonPruner)  # fmt: skip
     return not isinstance(pruner, alone)  # MedianPruner is a PercentilePruner
-
-
-def _rungs(pruner: Any) -> tuple[int, int] | None:
-    """The first rung and the factor between rungs (every bracket's rungs lie on them), if fixed."""
-    from search.settings._pruners import AdaptiveSuccessiveHalving, RetryAwareHyperband, RetryAwareSuccessiveHalving
-
-    if type(pruner) is RetryAwareSuccessiveHalving:
-        factor = pruner._reduction_factor
-        return int(pruner._min_resource) * factor**pruner._min_early_stopping_rate, factor  # type: ignore[arg-type]
-    if type(pruner) is RetryAwareHyperband:
-        return int(pruner._min_resource), pruner._reduction_factor
-    if type(pruner) is AdaptiveSuccessiveHalving and pruner._min is not None:
-        return pruner._min, pruner._factor
-    return None

@@ -11,7 +11,6 @@ import pytest
 from search.coordination import Coordinator
 from search.exceptions import SearchError
 from search.settings import PRUNERS, SAMPLERS, SearchSettings, StudyRecord, make_pruner, make_sampler, validate
-from search.settings._algorithms import PRUNER_OPTIONS, SAMPLER_OPTIONS
 
 EPOCHS = 6
 
@@ -139,9 +138,9 @@ def test_the_default_tpe_beside_running_trials_samples_exactly_as_the_per_parame
 
 
 def test_every_documented_option_has_a_default_of_its_type():
-    for table in (SAMPLER_OPTIONS, PRUNER_OPTIONS):
-        for options in table.values():
-            for name, option in options.items():
+    for registry in (SAMPLERS, PRUNERS):
+        for spec in registry.values():
+            for name, option in spec.options.items():
                 assert isinstance(option.default, option.kind) or (option.auto and option.default == "auto"), name
                 assert not option.choices or option.default in option.choices
 
