@@ -37,10 +37,10 @@ def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable
     if last_asked is None:
         return True
     if type(pruner) is optuna.pruners.MedianPruner:
-        from optuna.pruners._percentile import _is_first_in_interval_step
+        from storage import interval_steps, is_first_in_interval_step, warmup_steps
 
-        warmup, interval = pruner._n_warmup_steps, pruner._interval_steps
-        return step >= warmup and _is_first_in_interval_step(step, steps, warmup, interval)  # type: ignore[arg-type]
+        warmup, interval = warmup_steps(pruner), interval_steps(pruner)
+        return step >= warmup and is_first_in_interval_step(step, steps, warmup, interval)
     rungs = _rungs(pruner)
     if rungs is None:
         return True
@@ -63,9 +63,10 @@ def reads_running_trials(pruner: Any) -> bool:
     import optuna
 
     from search.settings._pruners import AdaptiveMedian
+    from storage import wrapped_pruner
 
     if isinstance(pruner, optuna.pruners.PatientPruner):
-        return pruner._wrapped_pruner is not None and reads_running_trials(pruner._wrapped_pruner)
+        return wrapped_pruner(pruner) is not None and reads_running_trials(wrapped_pruner(pruner))
     alone = (optuna.pruners.PercentilePruner, optuna.pruners.NopPruner, optuna.pruners.ThresholdPruner,
              optuna.pruners.WilcoxonPruner, AdaptiveMedian)  # fmt: skip
     return not isinstance(pruner, alone)  # MedianPruner is a PercentilePruner
@@ -74,12 +75,13 @@ def reads_running_trials(pruner: Any) -> bool:
 def _rungs(pruner: Any) -> tuple[int, int] | None:
     """The first rung and the factor between rungs (every bracket's rungs lie on them), if fixed."""
     from search.settings._pruners import AdaptiveSuccessiveHalving, RetryAwareHyperband, RetryAwareSuccessiveHalving
+    from storage import min_early_stopping_rate, min_resource, reduction_factor
 
     if type(pruner) is RetryAwareSuccessiveHalving:
-        factor = pruner._reduction_factor
-        return int(pruner._min_resource) * factor**pruner._min_early_stopping_rate, factor  # type: ignore[arg-type]
+        factor = reduction_factor(pruner)
+        return int(min_resource(pruner)) * factor ** min_early_stopping_rate(pruner), factor
     if type(pruner) is RetryAwareHyperband:
-        return int(pruner._min_resource), pruner._reduction_factor
+        return int(min_resource(pruner)), reduction_factor(pruner)
     if type(pruner) is AdaptiveSuccessiveHalving and pruner._min is not None:
         return pruner._min, pruner._factor
     return None
