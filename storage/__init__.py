@@ -6,7 +6,6 @@ with TCP keepalive and a ping for connections that sat idle. Passwords never app
 this package returns as text.
 """
 
-from storage._claim import create_running_trial, pop_waiting_trial
 from storage._counts import TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
@@ -20,17 +19,41 @@ from storage._mlflow import (
     prepare_sqlite_tracking,
     resolve_tracking,
 )
-from storage._optuna import (
-    check_connection,
-    explain_db_error,
+from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
+from storage._optuna_internals import (
+    bracket_id,
+    cached_frozen_trial,
+    cached_study_trials,
+    cached_trials,
+    create_running_trial,
+    filter_study,
     finish_trial,
-    has_optuna_tables,
-    open_optuna_storage,
+    hyperband_brackets,
+    interval_steps,
+    is_first_in_interval_step,
+    is_promotable,
+    min_early_stopping_rate,
+    min_resource,
+    pop_waiting_trial,
+    pop_waiting_trial_id,
+    rdb_models,
+    reduction_factor,
+    scoped_session,
+    set_cached_frozen_trial,
+    set_cached_trials,
+    set_study_storage,
     set_trial_params,
     set_user_attrs,
+    share_random_stream,
+    store_steps,
+    study_id,
+    study_storage,
+    trial_id,
+    trial_time_columns,
+    warmup_steps,
+    wrapped_pruner,
 )
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
-from storage._steps import store_steps
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (
     describe,
@@ -44,6 +67,31 @@ from storage._urls import (
 )
 
 __all__ = [
+    "bracket_id",
+    "cached_frozen_trial",
+    "cached_study_trials",
+    "cached_trials",
+    "filter_study",
+    "hyperband_brackets",
+    "interval_steps",
+    "is_first_in_interval_step",
+    "is_promotable",
+    "min_early_stopping_rate",
+    "min_resource",
+    "pop_waiting_trial_id",
+    "rdb_models",
+    "reduction_factor",
+    "scoped_session",
+    "set_cached_frozen_trial",
+    "set_cached_trials",
+    "set_study_storage",
+    "share_random_stream",
+    "study_id",
+    "study_storage",
+    "trial_id",
+    "trial_time_columns",
+    "warmup_steps",
+    "wrapped_pruner",
     "DEFAULT_DIRNAME",
     "DEFAULT_HOLD_S",
     "LockBusy",

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
-import math
 import re
-import threading
-import weakref
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
@@ -24,15 +19,13 @@ from storage._engine import (
     tune_sqlite_connections,
 )
 from storage._errors import StorageError
-from storage._steps import UPSERTS, check_running, insert_into, on_conflict_update, store_steps
+from storage._optuna_internals import versions_on_demand
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable
 
-    from optuna.distributions import BaseDistribution
     from optuna.storages import RDBStorage
-    from optuna.trial import FrozenTrial, TrialState
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +114,7 @@ def open_optuna_storage(
             heartbeat_stale_trial_callback=stale_trial_callback,
         )
     try:
-        with _versions_on_demand() if schema_checked else nullcontext():
+        with versions_on_demand() if schema_checked else nullcontext():
             storage = RDBStorage(url, **kwargs)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
@@ -133,178 +126,3 @@ def open_optuna_storage(
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)
     return storage
-
-
-_VERSIONS_LOCK = threading.Lock()
-
-
-@contextmanager
-def _versions_on_demand() -> Iterator[None]:
-    """While it is held, an ``RDBStorage`` opened makes its schema-version manager on first use.
-
-    Optuna makes it as a storage opens, whether or not its compatibility check is skipped. Another
-    thread opening a storage meanwhile (not through here) gets one made on demand too, which is
-    then made as soon as its own check (if not skipped) asks for it: the same work, later.
-    """
-    from optuna.storages._rdb import storage as rdb
-
-    with _VERSIONS_LOCK:  # held while patched: a second opener must read the real one
-        make = getattr(rdb, "_VersionManager", None)
-        if make is None:  # another Optuna: its storage opens as it does (the checks stay skipped)
-            yield
-            return
-        rdb._VersionManager = lambda *args: _VersionsOnDemand(make, args)  # type: ignore[assignment,misc]
-        try:
-            yield
-        finally:
-            rdb._VersionManager = make  # type: ignore[misc]
-
-
-class _VersionsOnDemand:
-    """Optuna's ``_VersionManager`` for a storage, made by the first attribute read (an upgrade or
-    a version query: none of a worker's calls)."""
-
-    def __init__(self, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self._make, self._args, self._made = make, args, None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            self._made = self._make(*self._args)
-        return getattr(self._made, name)
-
-
-_STUDY_DISTRIBUTIONS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str], BaseDistribution]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per storage, a distribution already stored for each (study, param): what every later one of that
-param must be compatible with (all stored ones are, with each other), so it is looked up once."""
-
-
-def set_trial_params(storage: RDBStorage, trial_id: int, params: Sequence[tuple[str, float, BaseDistribution]]) -> None:
-    """Store several params of a trial (name, internal value, distribution) in one transaction.
-
-    Optuna commits each suggested param alone, and looks up the trial and an earlier distribution
-    of the param each time; a trial's params are all chosen before it trains, so they are written
-    together: the same checks (the trial is running, each distribution agrees with the study's
-    earlier ones, looked up once per worker and param), all or none stored.
-    """
-    from optuna import distributions
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-
-    if not params:
-        return
-    known = _STUDY_DISTRIBUTIONS.setdefault(storage, {})
-    with _create_scoped_session(storage.scoped_session, True) as session:
-        trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
-        storage.check_trial_is_updatable(trial_id, trial.state)  # type: ignore[arg-type]  # ORM column
-        study_id = int(trial.study_id)
-        for name, value, distribution in params:
-            previous = known.get((study_id, name))
-            if previous is None:
-                record = (
-                    session.query(models.TrialParamModel.distribution_json)
-                    .join(models.TrialModel)
-                    .filter(models.TrialModel.study_id == study_id, models.TrialParamModel.param_name == name)
-                    .first()
-                )
-                if record is not None:
-                    previous = known[(study_id, name)] = distributions.json_to_distribution(record[0])
-            if previous is not None:
-                distributions.check_distribution_compatibility(previous, distribution)
-            session.add(
-                models.TrialParamModel(
-                    trial_id=trial_id,
-                    param_name=name,
-                    param_value=value,
-                    distribution_json=distributions.distribution_to_json(distribution),
-                )
-            )
-
-
-def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any]) -> None:
-    """Set several user attributes of a trial in one transaction (Optuna commits each one alone).
-
-    A trial's attributes are written at its start and end, on the orchestration path that every
-    trial pays for: on PostgreSQL and SQLite, one look at the trial (which must not be finished)
-    and one multi-row upsert, instead of two statements and a commit per attribute. Safe to repeat.
-    """
-    from optuna.storages._rdb.storage import _create_scoped_session
-
-    if not attrs:
-        return
-    with _create_scoped_session(storage.scoped_session, True) as session:
-        if storage.engine.name in UPSERTS:
-            check_running(storage, session, trial_id)
-        _write_attrs(storage, session, trial_id, attrs)
-
-
-def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mapping[str, Any]) -> None:
-    """The user attributes, upserted in one statement where the database can (the caller has checked
-    that the trial runs); elsewhere one by one, as Optuna does, each checking."""
-    from optuna.storages._rdb import models
-
-    table = models.TrialUserAttributeModel
-    if storage.engine.name not in UPSERTS:
-        for key, value in attrs.items():
-            storage._set_trial_attr_without_commit(session, table, trial_id, key, value)
-    elif attrs:
-        rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-        insert = insert_into(storage.engine.name, table).values(rows)
-        session.execute(on_conflict_update(insert, [table.trial_id, table.key], ["value_json"]))
-
-
-def finish_trial(
-    storage: RDBStorage,
-    trial_id: int,
-    state: TrialState,
-    value: float | None,
-    attrs: Mapping[str, Any],
-    before_write: Callable[[FrozenTrial, list[float] | None], None],
-    steps: Mapping[int, float] | None = None,
-) -> FrozenTrial | None:
-    """Optuna's ``tell`` of a running trial, with its final user attributes and its last reported
-    values not stored yet (``steps``: step -> value), in one transaction.
-
-    Optuna's takes four (the trial read before and after, the write, and the attributes alone).
-    The trial's row is locked and read; if it is already finished (by another process, or by this
-    very call whose reply was lost) it is returned as found and nothing is written. Otherwise
-    ``steps`` are stored, and then, as ``tell`` does: a pruned trial's value is its last reported
-    one (when a number), the sampler's hook ``before_write(trial, values)`` runs (the state is
-    written even if it raises), and the attributes, values, state and completion time are written
-    together.
-
-    Raises:
-        ValueError: a COMPLETE trial told no value, or NaN.
-    """
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from optuna.trial import TrialState
-
-    with _create_scoped_session(storage.scoped_session, True) as session:
-        row = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
-        frozen = storage._build_frozen_trial_from_trial_model(row)
-        if frozen.state.is_finished():
-            return frozen
-        if steps:
-            store_steps(storage, session, trial_id, steps)
-            frozen.intermediate_values = {**frozen.intermediate_values, **steps}
-        values = None if value is None else [float(value)]
-        if state == TrialState.COMPLETE and (values is None or math.isnan(values[0])):
-            raise ValueError(f"trial {frozen.number} cannot complete with the value {value!r}")
-        if state == TrialState.PRUNED and frozen.last_step is not None:
-            last = frozen.intermediate_values[frozen.last_step]
-            values = None if math.isnan(last) else [last]
-        failure: Exception | None = None
-        try:
-            before_write(frozen, values)
-        except Exception as exc:  # noqa: BLE001 - raised once the state is written, as tell does
-            failure = exc
-        _write_attrs(storage, session, trial_id, attrs)
-        for objective, item in enumerate(values or []):
-            storage._set_trial_value_without_commit(session, row, objective, item)
-        row.state = state
-        row.datetime_complete = datetime.datetime.now()
-    if failure is not None:
-        raise failure
-    return None

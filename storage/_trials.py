@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from storage._optuna_internals import rdb_models, trial_id, trial_time_columns
+
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage
     from optuna.trial import FrozenTrial
@@ -52,11 +54,9 @@ class StudyTrials:
         median rule and the others that read only the trial's values and the complete trials do
         not need them (one query fewer each epoch the pruner is asked, about a quarter of the read).
         """
-        from optuna.storages._rdb.storage import _create_scoped_session
+        from storage._optuna_internals import scoped_session, store_steps
 
-        from storage._steps import store_steps
-
-        with _create_scoped_session(self._storage.scoped_session, True) as session:
+        with scoped_session(self._storage, True) as session:
             store_steps(self._storage, session, trial_id, values)
             if refresh:
                 self._refresh(session, trial_id, running, own_attrs)
@@ -70,19 +70,20 @@ class StudyTrials:
         read then fetches the trials new or finished since the last, not all unfinished ones:
         with W workers, W - 1 running trials fewer at every claim and every pruner question.
         """
-        from optuna.storages._rdb.storage import _create_scoped_session
+        from storage._optuna_internals import scoped_session
 
-        with _create_scoped_session(self._storage.scoped_session) as session:
+        with scoped_session(self._storage) as session:
             self._refresh(session, None, running, own_attrs=False)
         return [self._others[tid] for tid in self._order if tid in self._others]
 
     def with_own(self, own: FrozenTrial) -> list[FrozenTrial]:
         """The study's trials as last read, with ``own`` (the reporting trial) in its place."""
-        return [own if tid == own._trial_id else self._others[tid] for tid in self._order
-                if tid == own._trial_id or tid in self._others]  # fmt: skip
+        own_id = trial_id(own)
+        return [own if tid == own_id else self._others[tid] for tid in self._order
+                if tid == own_id or tid in self._others]  # fmt: skip
 
     def _refresh(self, session: Any, own_id: int | None, running: bool, own_attrs: bool) -> None:
-        from storage._steps import system_attrs_query, trial_ids_query
+        from storage._optuna_internals import system_attrs_query, trial_ids_query
 
         conn = session.connection()  # prebuilt statements, run without the ORM's work per query
         states = {tid: state for tid, state in conn.execute(trial_ids_query(), {"study": self._study_id})}
@@ -120,12 +121,13 @@ def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:
     give equal trials).
     """
     from optuna.distributions import json_to_distribution
-    from optuna.storages._rdb import models
     from optuna.trial import FrozenTrial
     from sqlalchemy import select
 
     if not trial_ids:
         return {}
+    models = rdb_models()
+    start_utc, complete_utc = trial_time_columns()
 
     def rows(*columns: Any, order: Any) -> Any:
         return session.execute(select(*columns).where(columns[0].in_(trial_ids)).order_by(order))
@@ -147,8 +149,8 @@ def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:
             trial.trial_id,
             trial.number,
             trial.state,
-            trial._datetime_start_utc,
-            trial._datetime_complete_utc,
+            start_utc,
+            complete_utc,
             order=trial.trial_id,
         )  # fmt: skip
     }

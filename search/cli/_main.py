@@ -92,14 +92,14 @@ def _is_user_error(exc: Exception) -> bool:
 
 
 def _one_line(exc: Exception) -> str:
-    from storage import mask
-
+    text = str(exc).strip().splitlines()
+    try:
+        from storage import explain_db_error, mask
+    except Exception:  # noqa: BLE001 - storage refused to load (an Optuna it does not support): that is ``exc``
+        return text[0] if text else type(exc).__name__
     if type(exc).__module__.startswith(("sqlalchemy", "psycopg")):
-        from storage import explain_db_error
-
         url = os.environ.get("SEARCH_STORAGE", "")
         return explain_db_error(url, exc) if url else mask(str(exc).splitlines()[0])
-    text = str(exc).strip().splitlines()
     return mask(text[0] if text else type(exc).__name__)
 
 

@@ -245,9 +245,9 @@ class Coordinator:
             # trial created on the lock's connection (its set_trial_param needs that; a worker's
             # suggestion stores params itself, see search.execution._suggest).
             if trials is not None:
-                study._thread_local.cached_all_trials = trials.refresh(running=False)  # params and states
+                st.set_cached_trials(study, trials.refresh(running=False))  # params and states
             else:
-                study._thread_local.cached_all_trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+                st.set_cached_trials(study, st.study_storage(study).get_all_trials(st.study_id(study), deepcopy=False))
             return optuna.Trial(study, trial_id)
 
         trial = retrying(open_trial, "claiming a trial")
@@ -261,16 +261,18 @@ class Coordinator:
         lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
         """
         with self.lock() as conn:
-            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, study._study_id, BUDGET_ATTR)
+            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, st.study_id(study), BUDGET_ATTR)
             if counts.state("WAITING"):
-                popped = study._pop_waiting_trial_id() if conn is None else st.pop_waiting_trial(conn, study._study_id)
+                popped = (
+                    st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, st.study_id(study))
+                )
                 if popped is not None:
                     return popped, counts
             if counts.logical >= int(budget or 0):
                 return None, counts
             if conn is None:
-                return study._storage.create_new_trial(study._study_id), counts
-            return st.create_running_trial(conn, study._study_id), counts
+                return st.study_storage(study).create_new_trial(st.study_id(study)), counts
+            return st.create_running_trial(conn, st.study_id(study)), counts
 
     def lock(self, wait: bool = True) -> AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering.

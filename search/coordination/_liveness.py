@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import storage as st
 from search.coordination._resilience import attempt
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def keep_alive(coordinator: Coordinator, study: optuna.Study, trial: optuna.tria
     beat = f"recording the heartbeat of trial {trial.number}"
     while True:
         try:
-            attempt(lambda: storage.record_heartbeat(trial._trial_id), beat)
+            attempt(lambda: storage.record_heartbeat(st.trial_id(trial)), beat)
             if time.monotonic() >= next_reap:
                 next_reap = time.monotonic() + every
                 attempt(lambda: coordinator.reap_once(study), "reaping")

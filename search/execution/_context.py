@@ -116,7 +116,7 @@ class WorkerContext:
 
         # Dead trials this worker reaps get their MLflow run ended as well.
         self.coordinator.on_reaped = self.tracker.end_dead_run
-        self.pruner_trials = storage.StudyTrials(self.coordinator.storage, self.optuna_study._study_id)
+        self.pruner_trials = storage.StudyTrials(self.coordinator.storage, storage.study_id(self.optuna_study))
 
 
 @dataclass(frozen=True)

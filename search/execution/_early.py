@@ -202,8 +202,11 @@ def _word_waiting() -> bool:
 def _import_storage() -> None:
     """What opening the study's storage imports (SQLAlchemy's ORM and Optuna's table models; not
     Alembic: the command has checked the storage's schema, see ``_machine.ENV_SCHEMA_CHECKED``)."""
-    import optuna.storages._rdb.models  # noqa: F401
     import sqlalchemy.orm  # noqa: F401
+
+    from storage import rdb_models
+
+    rdb_models()  # imports them
 
 
 def _import_mlflow() -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
-from storage import finish_trial, mask, set_user_attrs
+from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
     import optuna
@@ -35,7 +35,7 @@ def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[d
     (all of them when it resumed after the last epoch), but its trial carries their reports."""
     if not result.resumed_from_epoch:
         return list(result.history)
-    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial._trial_id), f"reading trial {trial.number}")
+    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial_id(trial)), f"reading trial {trial.number}")
     return [*result.history, *({ctx.record.metric: v} for v in frozen.intermediate_values.values())]
 
 
@@ -107,7 +107,7 @@ def final_metrics(history: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:
-    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, attrs), f"recording trial {trial.number}")
+    retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial_id(trial), attrs), f"recording trial {trial.number}")
 
 
 def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
@@ -120,16 +120,14 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
     Raises:
         TrialLostError: another process (a reaper) finished the trial first.
     """
-    from optuna import pruners
-
     study = ctx.optuna_study
 
     def after_trial(frozen: optuna.trial.FrozenTrial, values: list[float] | None) -> None:
-        study.sampler.after_trial(pruners._filter_study(study, frozen), frozen, state, values)
+        study.sampler.after_trial(filter_study(study, frozen), frozen, state, values)
 
     def tell() -> Any:
-        study._thread_local.cached_all_trials = None  # as tell: Optuna's cache holds within a trial only
-        return finish_trial(ctx.coordinator.storage, trial._trial_id, state, value, attrs or {}, after_trial, steps)
+        set_cached_trials(study, None)  # as tell: Optuna's cache holds within a trial only
+        return finish_trial(ctx.coordinator.storage, trial_id(trial), state, value, attrs or {}, after_trial, steps)
 
     # Found finished: by this very write whose reply was lost (the same state), or by another process.
     found = retrying(tell, f"finishing trial {trial.number}")
@@ -201,7 +199,7 @@ def _record_failure_in_mlflow(ctx: WorkerContext, run: RunLogger, exc: Exception
 def _still_running(ctx: WorkerContext, trial: optuna.trial.Trial) -> bool:
     from optuna.trial import TrialState
 
-    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial._trial_id), f"reading trial {trial.number}")
+    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial_id(trial)), f"reading trial {trial.number}")
     return bool(frozen.state == TrialState.RUNNING)
 
 
@@ -249,7 +247,7 @@ def requeue(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, reaso
     _flush_quietly(run)  # first: a run still being created records its id on the trial, which must still run
     with ctx.coordinator.lock() as conn:
         st.check_lock(conn)
-        failed = fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, reason, free)
+        failed = fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial_id(trial), reason, free)
     if failed is None:
         return _abandon(ctx, trial, run, started)
     retry = "queued its retry" if failed[1] else "no retries left"

@@ -250,12 +250,12 @@ def _fail_orphaned_trials(loc: Locations, study_name: str, worker_id: str, procs
             with coordinator.lock() as conn:
                 st.check_lock(conn)
                 lost = f"lost a node of its process group: {reason}"
-                if fail_and_retry(coordinator.storage, study, trial._trial_id, mask(lost[:500])) is not None:
+                if fail_and_retry(coordinator.storage, study, st.trial_id(trial), mask(lost[:500])) is not None:
                     log.warning("trial %d failed: %s; queued its retry", trial.number, lost)
             continue
         try:
-            coordinator.storage.set_trial_user_attr(trial._trial_id, "fail_reason", mask(reason[:500]))
-            coordinator.storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            coordinator.storage.set_trial_user_attr(st.trial_id(trial), "fail_reason", mask(reason[:500]))
+            coordinator.storage.set_trial_state_values(st.trial_id(trial), state=TrialState.FAIL)
         except UpdateFinishedTrialError:  # a reaper finished it meanwhile, with its own reason
             continue
         log.warning("trial %d failed: %s", trial.number, reason)

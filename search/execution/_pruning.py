@@ -78,8 +78,8 @@ class PruningHook:
         self._last_asked: int | None = None
         self._stored_at = time.monotonic()
         self._checkpointed = False
-        storage = trial.study._storage  # workers' studies are in an RDBStorage
-        self._trials = trials or st.StudyTrials(storage, trial.study._study_id)  # type: ignore[arg-type]
+        storage = st.study_storage(trial.study)  # workers' studies are in an RDBStorage
+        self._trials = trials or st.StudyTrials(storage, st.study_id(trial.study))  # type: ignore[arg-type]
         self._directions: list[Any] | None = None
         # Else running trials are read once, and this trial's rung records not at all: the pruners
         # that read no other running trial read only this trial's values and the complete trials.
@@ -91,7 +91,7 @@ class PruningHook:
 
     def __call__(self, epoch: int, metrics: Mapping[str, float]) -> bool:
         trial, study = self.trial, self.trial.study
-        reported = trial._cached_frozen_trial.intermediate_values  # also the live view's "current epoch"
+        reported = st.cached_frozen_trial(trial).intermediate_values  # also the live view's "current epoch"
         if epoch not in reported:  # as Optuna's report: a step already reported keeps its value
             reported[epoch] = self.unstored[epoch] = float(metrics[self.metric])
         ask = may_prune_at(study.pruner, epoch, self._last_asked, reported)
@@ -100,15 +100,15 @@ class PruningHook:
             due = self._checkpointed or time.monotonic() - self._stored_at >= STORE_EVERY_S
             store = bool(self.unstored) and due
             if store or ask:
-                self._trials.report(trial._trial_id, self.unstored if store else {}, refresh=ask, running=self._running,
-                                    own_attrs=self._running)  # fmt: skip
+                self._trials.report(st.trial_id(trial), self.unstored if store else {}, refresh=ask,
+                                    running=self._running, own_attrs=self._running)  # fmt: skip
             if store:
                 self.unstored, self._stored_at, self._checkpointed = {}, time.monotonic(), False
             if not ask:
                 return False
             if self._directions is None:
                 self._directions = study.directions
-            current = copy.copy(trial._cached_frozen_trial)  # params and values as this worker reported them
+            current = copy.copy(st.cached_frozen_trial(trial))  # params and values as this worker reported them
             if self._running:
                 current.system_attrs = self._trials.own_system_attrs  # rung records as stored
             seen = _StudyAsSeen(study, self._trials.with_own(current), self._directions)

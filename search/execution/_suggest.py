@@ -79,23 +79,24 @@ def suggest_params(study: Study, storage: optuna.storages.RDBStorage, trial: opt
         nonlocal tries
         tries += 1
         if tries > 1:
-            trial._cached_frozen_trial = storage.get_trial(trial._trial_id)
+            st.set_cached_frozen_trial(trial, storage.get_trial(st.trial_id(trial)))
         # The trial writes its params through its own storage attribute; samplers read the study
         # through the study's.
-        held, own_storage, study_storage = _HeldParams(storage), trial.storage, trial.study._storage
+        held, own_storage, study_storage = _HeldParams(storage), trial.storage, st.study_storage(trial.study)
         trial.storage = held  # type: ignore[assignment]
         # The claim's read of the study, if this is the first try (a retry reads the study again).
-        claimed = getattr(trial.study._thread_local, "cached_all_trials", None) if tries == 1 else None
-        trial.study._storage = _OneRead(study_storage, claimed)  # type: ignore[assignment]
+        claimed = st.cached_trials(trial.study) if tries == 1 else None
+        st.set_study_storage(trial.study, _OneRead(study_storage, claimed))
         try:
             params = study.suggest(trial)
         except Exception:
             with contextlib.suppress(Exception):  # the study's own error is the one to report
-                held.store(trial._trial_id)  # a failed trial still shows what it was given
+                held.store(st.trial_id(trial))  # a failed trial still shows what it was given
             raise
         finally:
-            trial.storage, trial.study._storage = own_storage, study_storage
-        held.store(trial._trial_id)
+            trial.storage = own_storage
+            st.set_study_storage(trial.study, study_storage)
+        held.store(st.trial_id(trial))
         return params
 
     return retrying(suggest, f"suggesting params for trial {trial.number}")

@@ -20,7 +20,7 @@ from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
 from search.settings import params_dict, resolve_patience, study_dir
-from storage import set_user_attrs
+from storage import cached_frozen_trial, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
     import optuna
@@ -33,7 +33,7 @@ HOST = socket.gethostname()
 
 def logical_number(trial: optuna.trial.Trial) -> int:
     """Number of the first attempt of this trial (retries continue it), as read when it was claimed."""
-    return int(trial._cached_frozen_trial.system_attrs.get("failed_trial", trial.number))
+    return int(cached_frozen_trial(trial).system_attrs.get("failed_trial", trial.number))
 
 
 def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float | None = None) -> TrialOutcome:
@@ -98,7 +98,7 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
     their run here, as that costs a short trial less than two threads taking turns.
     """
-    previous = trial._cached_frozen_trial.user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
+    previous = cached_frozen_trial(trial).user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
     attrs = {"worker": ctx.worker_id, "host": HOST}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the GPUs this worker was given (by us or by a scheduler)
@@ -109,7 +109,7 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
 
     def record(more: dict[str, str]) -> None:
         what = f"starting trial {trial.number}"
-        retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial._trial_id, {**attrs, **more}), what)
+        retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial_id(trial), {**attrs, **more}), what)
 
     name, on_created = f"trial-{trial.number}", lambda run_id: record({"mlflow_run_id": run_id})
     if ctx.tracker.ready and ctx.parent.known:

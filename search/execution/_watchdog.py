@@ -142,7 +142,7 @@ def fail_stalled(ctx: WorkerContext, trial: optuna.trial.Trial, reason: str) -> 
     coordinator = ctx.coordinator
     with coordinator.lock() as conn:
         st.check_lock(conn)  # still held: a claim never sees the trial failed before its retry is queued
-        failed = fail_and_retry(coordinator.storage, ctx.optuna_study, trial._trial_id, reason)
+        failed = fail_and_retry(coordinator.storage, ctx.optuna_study, st.trial_id(trial), reason)
     if failed is None:
         return None
     frozen, queued = failed

@@ -179,7 +179,7 @@ def interrupt_running(ctx: WorkerContext) -> None:
         for trial in mine:
             st.check_lock(conn)
             # None: a reaper (or its own tell) finished it first, and nothing is left to resume.
-            if fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, trial._trial_id, INTERRUPTED) is not None:
+            if fail_and_retry(ctx.coordinator.storage, ctx.optuna_study, st.trial_id(trial), INTERRUPTED) is not None:
                 failed.append(trial)
     for trial in failed:
         run_id = trial.user_attrs.get("mlflow_run_id")

@@ -55,6 +55,8 @@ def overhead_stats(trials: list[Any]) -> dict[str, float]:
 def study_summary(coordinator: Coordinator) -> dict[str, Any]:
     from optuna.trial import TrialState
 
+    from storage import study_id
+
     study = coordinator.load()
     trials = study.get_trials(deepcopy=False)
     counts = coordinator.counts()
@@ -68,7 +70,7 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
         "stopped_early": sum(1 for t in trials if t.state == TrialState.COMPLETE and "stopped_epoch" in t.user_attrs),
         **overhead_stats([t for t in trials if t.state.is_finished()]),
     }
-    first_rung = coordinator.storage.get_study_system_attrs(study._study_id).get(FIRST_RUNG_ATTR)
+    first_rung = coordinator.storage.get_study_system_attrs(study_id(study)).get(FIRST_RUNG_ATTR)
     if first_rung:
         summary["first_rung"] = first_rung
     if any(t.state == TrialState.COMPLETE for t in trials):

@@ -53,8 +53,10 @@ def reads_running_trials(pruner: Any) -> bool:
     spec = _spec_of(pruner)
     if spec is not None:
         return bool(spec.reads_running_trials)
+    from storage import wrapped_pruner
+
     if isinstance(pruner, optuna.pruners.PatientPruner):
-        return pruner._wrapped_pruner is not None and reads_running_trials(pruner._wrapped_pruner)
+        return wrapped_pruner(pruner) is not None and reads_running_trials(wrapped_pruner(pruner))
     alone = (optuna.pruners.PercentilePruner, optuna.pruners.NopPruner, optuna.pruners.ThresholdPruner,
              optuna.pruners.WilcoxonPruner)  # fmt: skip
     return not isinstance(pruner, alone)  # MedianPruner is a PercentilePruner

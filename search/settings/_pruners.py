@@ -80,17 +80,20 @@ class RetryAwareHyperband(HyperbandPruner):
         return super().prune(study, trial)
 
     def _get_bracket_id(self, study: optuna.Study, trial: FrozenTrial) -> int:
-        if not self._pruners:
+        from storage import hyperband_brackets
+
+        pruners, n_brackets, total_budget, budgets = hyperband_brackets(self)
+        if not pruners:
             return 0
         if trial.number in self._skip:
             return -1
-        assert self._n_brackets is not None
+        assert n_brackets is not None
         first = logical_number(trial)
         # Optuna's own rule, on the number the trial would have had if no worker had died.
         key = f"{study.study_name}_{self._ordinal.get(first, first)}"
-        n = binascii.crc32(key.encode()) % self._total_trial_allocation_budget
-        for bracket_id in range(self._n_brackets):
-            n -= self._trial_allocation_budgets[bracket_id]
+        n = binascii.crc32(key.encode()) % total_budget
+        for bracket_id in range(n_brackets):
+            n -= budgets[bracket_id]
             if n < 0:
                 return bracket_id
         raise AssertionError("unreachable: the allocation budgets sum to the total")
@@ -108,8 +111,10 @@ class _BracketView:
         self._study, self._pruner, self._bracket_id = study, pruner, bracket_id
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        from storage import bracket_id
+
         trials = self._study.get_trials(deepcopy=deepcopy, states=states)
-        return [t for t in trials if self._pruner._get_bracket_id(self, t) == self._bracket_id]  # type: ignore[arg-type]
+        return [t for t in trials if bracket_id(self._pruner, self, t) == self._bracket_id]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -192,7 +197,7 @@ class AdaptiveSuccessiveHalving(optuna.pruners.BasePruner):
         self._min: int | None = None
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        from optuna.pruners._successive_halving import _is_trial_promotable_to_next_rung
+        from storage import is_promotable, study_storage, trial_id
 
         if self._min is None:
             first = _first_complete(study, self._startup)
@@ -214,11 +219,11 @@ class AdaptiveSuccessiveHalving(optuna.pruners.BasePruner):
                 return True
             trials = trials if trials is not None else _LogicalTrials(study).get_trials(deepcopy=False)
             key = f"completed_rung_{rung}"
-            study._storage.set_trial_system_attr(trial._trial_id, key, value)
+            study_storage(study).set_trial_system_attr(trial_id(trial), key, value)
             competing = [*_rung_values(trials, key, rung_step, trial.number), value]
             if len(competing) <= self._bootstrap:
                 return True
-            if not _is_trial_promotable_to_next_rung(value, competing, self._factor, study.direction):
+            if not is_promotable(value, competing, self._factor, study.direction):
                 return True
             rung += 1
 
@@ -252,13 +257,15 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         from optuna.trial import TrialState
 
+        from storage import warmup_steps
+
         complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if len(complete) < max(self._startup, 3):
             return False
         if len(complete) != self._seen:
             self._seen = len(complete)
             epoch, rho = first_ranking_epoch(complete, self._rho, self._confidence)
-            if self._inner is None or self._inner._n_warmup_steps != epoch:
+            if self._inner is None or warmup_steps(self._inner) != epoch:
                 _record_first_rung(study, epoch, rho, len(complete), update=True)
             self._inner = optuna.pruners.MedianPruner(
                 n_startup_trials=self._startup, n_warmup_steps=epoch, interval_steps=self._interval,
@@ -269,11 +276,13 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
 
 
 def _record_first_rung(study: optuna.Study, epoch: int, rho: float, trials: int, update: bool = False) -> None:
+    from storage import study_id, study_storage
+
     try:
-        attrs = study._storage.get_study_system_attrs(study._study_id)
+        attrs = study_storage(study).get_study_system_attrs(study_id(study))
         if update or FIRST_RUNG_ATTR not in attrs:
-            study._storage.set_study_system_attr(
-                study._study_id, FIRST_RUNG_ATTR, {"epoch": epoch, "spearman": round(rho, 3), "trials": trials}
+            study_storage(study).set_study_system_attr(
+                study_id(study), FIRST_RUNG_ATTR, {"epoch": epoch, "spearman": round(rho, 3), "trials": trials}
             )
     except Exception:  # noqa: BLE001 - a record for people; pruning goes on without it
         pass

@@ -23,27 +23,33 @@ class ByConcurrency(BaseSampler):
     """
 
     def __init__(self, alone: TPESampler, together: TPESampler) -> None:
+        from storage import share_random_stream
+
         self.alone, self.together = alone, together
         # One random stream for both: the draws do not depend on which model makes them (with
         # one seed each, their start-up draws would repeat each other's). So one worker's search is
         # the joint model's and a parallel one the per-parameter model's, draw for draw.
-        together._rng, together._random_sampler = alone._rng, alone._random_sampler
+        share_random_stream(alone, together)
         self._chosen: dict[int, BaseSampler] = {}  # trial id -> its sampler, until it is told here
 
     def _of(self, trial: Any) -> BaseSampler:
-        return self._chosen.get(trial._trial_id, self.together)
+        from storage import trial_id
+
+        return self._chosen.get(trial_id(trial), self.together)
 
     def before_trial(self, study: Any, trial: Any) -> None:
+        from storage import cached_study_trials, trial_id
+
         # A study's first trial is ``together``'s too (it starts alone in a parallel search as well):
         # so a parallel search samples exactly as ``together`` alone would.
         # The claim's read of the study, just after it created this trial (Optuna's per-trial cache):
         # no second read of every trial on the way to each trial's start.
-        others = [t for t in study._get_trials(deepcopy=False, use_cache=True) if t.number != trial.number]
+        others = [t for t in cached_study_trials(study) if t.number != trial.number]
         alone = others and not any(t.state == TrialState.RUNNING for t in others)
         sampler = self.alone if alone else self.together
         if len(self._chosen) >= _KEPT:
             self._chosen.pop(next(iter(self._chosen)))
-        self._chosen[trial._trial_id] = sampler
+        self._chosen[trial_id(trial)] = sampler
         sampler.before_trial(study, trial)
 
     def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
@@ -56,7 +62,9 @@ class ByConcurrency(BaseSampler):
         return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        self._chosen.pop(trial._trial_id, self.together).after_trial(study, trial, state, values)
+        from storage import trial_id
+
+        self._chosen.pop(trial_id(trial), self.together).after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
         self.alone.reseed_rng()  # the stream both use

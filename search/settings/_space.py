@@ -107,7 +107,7 @@ class NarrowedTrial:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._trial, name)
 
-    def _bounds(self, name: str, low: float, high: float) -> tuple[float, float]:
+    def _narrowed(self, name: str, low: float, high: float) -> tuple[float, float]:
         if name not in self._ranges:
             return low, high
         lo, hi = self._ranges[name]
@@ -118,11 +118,11 @@ class NarrowedTrial:
 
     def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
                       log: bool = False) -> float:  # fmt: skip
-        low, high = self._bounds(name, low, high)
+        low, high = self._narrowed(name, low, high)
         return float(self._trial.suggest_float(name, low, high, step=step, log=log))
 
     def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
-        new_low, new_high = self._bounds(name, low, high)
+        new_low, new_high = self._narrowed(name, low, high)
         return int(self._trial.suggest_int(name, int(math.ceil(new_low)), int(new_high), step=step, log=log))
 
 

@@ -41,9 +41,11 @@ class Hyperband(PrunerSpec):
     @classmethod
     def may_prune_at(cls, pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:
         # At an epoch that reaches a rung of any bracket that the last ask had not reached.
+        from storage import min_resource, reduction_factor
+
         if last_asked is None:
             return True
-        return new_rung(int(pruner._min_resource), pruner._reduction_factor, step, last_asked)
+        return new_rung(int(min_resource(pruner)), reduction_factor(pruner), step, last_asked)
 
     def describe(self) -> str:
         return f"Hyperband (keep 1/{self['factor']}, first rung at epoch {self['min']} in the most aggressive bracket)"

@@ -60,10 +60,10 @@ class Median(PrunerSpec):
 
         if last_asked is None or type(pruner) is not optuna.pruners.MedianPruner:
             return True
-        from optuna.pruners._percentile import _is_first_in_interval_step
+        from storage import interval_steps, is_first_in_interval_step, warmup_steps
 
-        warmup, interval = pruner._n_warmup_steps, pruner._interval_steps
-        return step >= warmup and _is_first_in_interval_step(step, steps, warmup, interval)  # type: ignore[arg-type]
+        warmup, interval = warmup_steps(pruner), interval_steps(pruner)
+        return step >= warmup and is_first_in_interval_step(step, steps, warmup, interval)
 
     def describe(self) -> str:
         p = self.values

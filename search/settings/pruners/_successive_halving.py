@@ -59,8 +59,10 @@ class SuccessiveHalving(PrunerSpec):
             if pruner._min is None:
                 return True
             return new_rung(pruner._min, pruner._factor, step, last_asked)
-        factor = pruner._reduction_factor
-        first = int(pruner._min_resource) * factor**pruner._min_early_stopping_rate
+        from storage import min_early_stopping_rate, min_resource, reduction_factor
+
+        factor = reduction_factor(pruner)
+        first = int(min_resource(pruner)) * factor ** min_early_stopping_rate(pruner)
         return new_rung(first, factor, step, last_asked)
 
     def describe(self) -> str:
