@@ -83,6 +83,10 @@ def strategies() -> dict[str, Strategy]:
     found["old-default"] = Strategy("old-default", "tpe:multivariate=true,liar=false", "hyperband")  # before 409e312
     found["random"] = Strategy("random", "random", "none")
     found["script"] = Strategy("script", build=_script_study, sequential=True)
+    found["script-eager"] = Strategy("script-eager", build=_eager_script_study, sequential=True)
+    # Plain Optuna's own parallel mode: the script run by W processes on one storage (Optuna 5's TPE
+    # lies about running trials by default: constant_liar=True).
+    found["optuna-parallel"] = Strategy("optuna-parallel", build=_script_study)
     return found
 
 
@@ -100,12 +104,20 @@ def spec_strategy(name: str) -> Strategy:
     return Strategy(name, sampler, pruner, patience=patience)
 
 
-def _script_study(problem: Any, seed: int) -> Any:
-    """What a user writes in 30 lines: plain Optuna, TPE and the median rule at their defaults."""
+def _script_study(problem: Any, seed: int, storage: Any = None, eager: bool = False) -> Any:
+    """What a user copies: plain Optuna, ``TPESampler(seed=s)`` and ``MedianPruner(n_startup_trials=5,
+    n_warmup_steps=3)`` (Optuna's own examples and most tutorials); ``eager``: ``MedianPruner()``,
+    which prunes from the first epoch (the benchmark's baseline before 2026-11-28, now ``script-eager``)."""
     import optuna
 
+    pruner = optuna.pruners.MedianPruner() if eager else optuna.pruners.MedianPruner(n_startup_trials=5,
+                                                                                    n_warmup_steps=3)  # fmt: skip
     return optuna.create_study(study_name=problem.name, sampler=optuna.samplers.TPESampler(seed=seed),
-                               pruner=optuna.pruners.MedianPruner())  # fmt: skip
+                               pruner=pruner, storage=storage, load_if_exists=storage is not None)  # fmt: skip
+
+
+def _eager_script_study(problem: Any, seed: int) -> Any:
+    return _script_study(problem, seed, eager=True)
 
 
 # -- the surrogate as a simulated problem --------------------------------------------------------
@@ -191,8 +203,9 @@ def run_service(args: argparse.Namespace) -> list[Trace]:
         for seed in range(args.seeds):
             for name, strategy in _chosen(args).items():
                 started = time.time()
-                if strategy.sequential:
-                    trials = _run_script(study, options, seed, args.trials)
+                if strategy.build is not None:  # plain Optuna: one process, or W on one storage
+                    runs = 1 if strategy.sequential else workers
+                    trials = _run_script(study, options, seed, args.trials, runs, eager=name == "script-eager")
                 else:
                     trials = _run_search(study, options, strategy, workers, seed, args)
                 trace = _trace(name, args.problem, workers, seed, trials, started)
@@ -251,13 +264,22 @@ class _database:
         self.engine.dispose()
 
 
-def _run_script(study: str, options: dict[str, Any], seed: int, trials: int) -> list[dict[str, Any]]:
-    """The sequential script in a process of its own (its start-up counts, as the service's does)."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [sys.executable, __file__, "_script", "--study", study, "--options", json.dumps(options),
-               "--seed", str(seed), "--trials", str(trials), "--json", out.name]  # fmt: skip
-        subprocess.run(cmd, check=True, cwd=ROOT)
-        return list(json.loads(Path(out.name).read_text()))
+def _run_script(study: str, options: dict[str, Any], seed: int, trials: int, processes: int = 1,
+                eager: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """The script in processes of its own (their start-up counts, as the service's does): one, or
+    ``processes`` sharing one journal file (Optuna's parallel mode; each with its own seed, as
+    the service's workers have, so that they do not propose the same first trials)."""
+    with tempfile.TemporaryDirectory(prefix="bench-script-") as tmp:
+        journal = Path(tmp) / "journal.log"
+        outs = [Path(tmp) / f"trials-{index}.json" for index in range(processes)]
+        flags = ["--study", study, "--options", json.dumps(options), "--trials", str(trials), "--storage", str(journal)]
+        procs = [subprocess.Popen([sys.executable, __file__, "_script", *flags, "--seed", str(seed + 7919 * index),
+                                   "--json", str(out), *(["--eager"] if eager else [])], cwd=ROOT)
+                 for index, out in enumerate(outs)]  # fmt: skip
+        if any(proc.wait() != 0 for proc in procs):
+            raise SystemExit("a script process failed")
+        # Each wrote the study's finished trials as it ended: the last to end saw them all.
+        return max((list(json.loads(out.read_text())) for out in outs), key=len)
 
 
 def script_main(args: argparse.Namespace) -> None:
@@ -287,9 +309,17 @@ def script_main(args: argparse.Namespace) -> None:
             result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, hooks=[report])
         return min(float(h[study_def.metric]) for h in result.history)
 
-    study = _script_study(type("P", (), {"name": study_def.name})(), args.seed)
-    study.optimize(objective, n_trials=args.trials, catch=(Exception,))
-    Path(args.json).write_text(json.dumps([_record(t) for t in study.get_trials(deepcopy=False)]))
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.study import MaxTrialsCallback
+
+    storage = JournalStorage(JournalFileBackend(args.storage))
+    study = _script_study(type("P", (), {"name": study_def.name})(), args.seed, storage, eager=args.eager)
+    # Every process stops once the study holds the budget (each asks for it all: the others' count)
+    study.optimize(objective, n_trials=args.trials, catch=(Exception,),
+                   callbacks=[MaxTrialsCallback(args.trials, states=None)])  # fmt: skip
+    done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+    Path(args.json).write_text(json.dumps([_record(t) for t in sorted(done, key=lambda t: t.number)[: args.trials]]))
 
 
 def _record(trial: Any) -> dict[str, Any]:
@@ -556,6 +586,8 @@ def main() -> None:
         script.add_argument(flag, required=True)
     script.add_argument("--seed", type=int, required=True)
     script.add_argument("--trials", type=int, required=True)
+    script.add_argument("--storage", required=True, help="journal file the script's processes share")
+    script.add_argument("--eager", action="store_true", help="MedianPruner() (prunes from epoch 1)")
     args = parser.parse_args()
     if args.mode == "_script":
         script_main(args)

@@ -99,3 +99,33 @@ def test_a_sampler_pruner_spec_takes_the_default_patience_or_its_own():
     assert spec_strategy("tpe+median+patience=OFF").patience == "off"
     with pytest.raises(SystemExit, match="expected SAMPLER\\+PRUNER"):
         spec_strategy("tpe+median+liar=1")
+
+
+def _bench_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("bench_search_under_test", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_script_baselines_are_what_users_copy():
+    """`script`: TPESampler(seed=s) + MedianPruner(n_startup_trials=5, n_warmup_steps=3), one process;
+    `script-eager`: MedianPruner() (prunes from epoch 1); `optuna-parallel`: the script on W workers."""
+    bench = _bench_module()
+    problem = type("P", (), {"name": "p"})()
+    script, eager = bench._script_study(problem, 3), bench._eager_script_study(problem, 3)
+    assert (script.pruner._n_startup_trials, script.pruner._n_warmup_steps) == (5, 3)
+    assert (eager.pruner._n_startup_trials, eager.pruner._n_warmup_steps) == (5, 0)
+    assert script.sampler._constant_liar  # Optuna 5's default: the parallel mode lies about running trials
+    found = bench.strategies()
+    assert found["script"].sequential and found["script-eager"].sequential
+    assert not found["optuna-parallel"].sequential and found["optuna-parallel"].build is bench._script_study
+
+
+def test_optuna_parallel_mode_runs_the_script_in_w_processes_on_one_storage_within_the_budget():
+    bench = _bench_module()
+    sleep = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
+    trials = bench._run_script(sleep, {"epoch_seconds": 0.05, "epochs": 2}, seed=0, trials=6, processes=2)
+    assert sorted(t["number"] for t in trials) == list(range(6))
+    assert all(t["state"] in ("COMPLETE", "PRUNED") for t in trials)
