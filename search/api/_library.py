@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.settings import SearchSettings
+from search.settings import SearchSettings, parse_duration
 
 if TYPE_CHECKING:
     import pandas
@@ -38,14 +38,17 @@ class SearchOutcome:
 
 def start(study: str, trials: int, *, name: str | None = None, workers: int | None = None, retrain: bool = True,
           study_options: dict[str, Any] | None = None, narrow: dict[str, tuple[float, float]] | None = None,
-          gpus: str | None = None, quiet: bool = True, **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
+          gpus: str | None = None, timeout: float | str | None = None, stop_at: float | None = None,
+          quiet: bool = True, **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
     """Create or resume a study, train ``trials`` trials with ``workers`` local worker processes,
     then retrain the best at full scale and register it, as ``search start`` does.
 
     Settings (``sampler``, ``pruner``, ``seed``, ``max_retries``, ``heartbeat_interval``,
     ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``) are those of
     :class:`search.settings.SearchSettings`; one left out keeps a resumed study's stored value.
-    The rest of the keywords say where the study lives (see the module's docstring).
+    ``timeout`` (seconds, or ``"30m"``) and ``stop_at`` (a best value) end the search early: no new
+    trial after them, as ``--timeout`` and ``--stop-at``. The rest of the keywords say where the study
+    lives (see the module's docstring).
 
     >>> import search
     >>> outcome = search.start("resmlp", trials=4, workers=1, retrain=False, project_dir="/tmp/demo",
@@ -68,7 +71,8 @@ def start(study: str, trials: int, *, name: str | None = None, workers: int | No
     opts = StartOptions(study=study, trials=trials, name=name, workers=workers, settings=SearchSettings(**given),
                         study_options=dict(study_options or {}), retrain=retrain, quiet=quiet, gpus=gpus,
                         narrow={k: [float(v) for v in r] for k, r in (narrow or {}).items()},
-                        explicit=frozenset(explicit))  # fmt: skip
+                        explicit=frozenset(explicit), stop_at=stop_at,
+                        timeout=None if timeout is None else parse_duration(timeout))  # fmt: skip
     check_flags(opts)
     local = start_workers(opts, debug=False)
     try:

@@ -30,6 +30,10 @@ class StartOptions:
     gpus: str | None = None
     narrow: dict[str, list[float]] = field(default_factory=dict)
     """Numeric parameters to search in a narrower range than the study declares (``--narrow``)."""
+    timeout: float | None = None
+    """Seconds after which this run starts no new trial (``--timeout``); not stored with the study."""
+    stop_at: float | None = None
+    """A best value at which this run starts no new trial (``--stop-at``); not stored with the study."""
     explicit: frozenset[str] | None = None
     """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
     values. None: all of them (a caller in Python means every value it passes)."""

@@ -25,6 +25,10 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
           f"({summary['complete']} complete, {summary['pruned']} pruned, {summary['failed']} failed)")  # fmt: skip
+    if summary.get("ended_early"):
+        ended = summary["ended_early"]
+        print(f"  the search ended early: {ended['reason']}; no new trial after {ended['claimed']} of the "
+              f"{ended['asked']} asked (the same command goes on)")  # fmt: skip
     if summary.get("stopped_early"):
         print(f"  {summary['stopped_early']} of the complete trials stopped early (--patience)")
     if "first_rung" in summary:

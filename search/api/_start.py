@@ -18,7 +18,7 @@ from search.api._options import LocalWorkers, StartOptions, check_flags, start_w
 from search.api._output import final_summary, watch_hints
 from search.api._resume import resume_options, start_name
 from search.api._signals import interrupted_exit_code
-from search.coordination import Coordinator
+from search.coordination import Coordinator, EarlyStop
 from search.exceptions import SearchError, WorkerFaultError
 from search.execution import (
     Restarts,
@@ -162,7 +162,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         except BaseException:
             release_workers(procs, go=None)
             raise
-    follower = make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc))
+    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.direction == "maximize")
+    follower = _Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
@@ -210,6 +211,20 @@ def _finished_by(coordinator: Coordinator, pid: int, index: int) -> bool:
     worker = f"{socket.gethostname()}:{pid}:{index}"
     trials = coordinator.load().get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     return any(t.user_attrs.get("worker") == worker for t in trials)
+
+
+class _Stopping:
+    """The follower, checking ``--timeout`` and ``--stop-at`` each time it is called."""
+
+    def __init__(self, stop: EarlyStop, follower: Any) -> None:
+        self.stop, self.follower = stop, follower
+
+    def __call__(self) -> None:
+        self.stop()
+        self.follower()
+
+    def close(self) -> None:
+        self.follower.close()
 
 
 def _announce(changes: list[str], quiet: bool) -> None:

@@ -61,6 +61,18 @@ _settings_options = stack(
     help="GPUs for local workers: all | 0,1,... (indices into CUDA_VISIBLE_DEVICES when it is set) [all visible].",
 )
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
+@option(
+    "--timeout",
+    metavar="DURATION",
+    callback=lambda _c, _p, v: None if v is None else _duration(v),
+    help="Start no new trial after this long (90s, 30m, 2h, 1.5d); running trials finish. For this run only.",
+)
+@option(
+    "--stop-at",
+    type=float,
+    metavar="VALUE",
+    help="Start no new trial once the best value reaches VALUE (or beats it); running trials finish.",
+)
 @study_options_option
 @option("--narrow", multiple=True, metavar="NAME=LOW:HIGH",
         help="Search a numeric parameter in a narrower range than the study declares, e.g. lr=1e-4:3e-3 "
@@ -98,7 +110,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
         workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
-        narrow=narrow, explicit=frozenset(given),
+        narrow=narrow, explicit=frozenset(given), timeout=kwargs.pop("timeout"), stop_at=kwargs.pop("stop_at"),
     )  # fmt: skip
     check_flags(opts)
     stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does
@@ -114,6 +126,12 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         release_workers(local.procs, go=None)
         raise
     sys.exit(run_start(opts, kwargs, debug=ctx.obj["debug"], local=local))
+
+
+def _duration(value: str) -> float:
+    from search.settings import parse_duration
+
+    return parse_duration(value)
 
 
 @cli.command()

@@ -5,6 +5,7 @@ from search.coordination._coordinator import (
     EXPERIMENT_ATTR,
     PARENT_RUN_ATTR,
     SPEC_ATTR,
+    STOPPED_ATTR,
     WORKERS_ATTR,
     Coordinator,
 )
@@ -27,6 +28,7 @@ from search.coordination._resilience import (
     retrying,
     set_outage_limit,
 )
+from search.coordination._stopping import EarlyStop, best_value, stop_new_trials
 
 __all__ = [
     "BUDGET_ATTR",
@@ -38,6 +40,10 @@ __all__ = [
     "TRACKING_OUTAGE",
     "PARENT_RUN_ATTR",
     "SPEC_ATTR",
+    "STOPPED_ATTR",
+    "EarlyStop",
+    "best_value",
+    "stop_new_trials",
     "WORKERS_ATTR",
     "Coordinator",
     "RetryDeadTrial",

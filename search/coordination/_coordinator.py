@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 SPEC_ATTR = "hpsearch.spec"
 BUDGET_ATTR = "hpsearch.budget"
+STOPPED_ATTR = "hpsearch.ended_early"
+"""Why a search took no new trial before its budget (``--timeout``, ``--stop-at``); cleared on resume."""
 PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
 EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
 WORKERS_ATTR = "hpsearch.workers_joined"
@@ -106,6 +108,7 @@ class Coordinator:
             if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
                 study.set_user_attr(SPEC_ATTR, resumed.to_json())
             study.set_user_attr(BUDGET_ATTR, budget)
+            study.set_user_attr(STOPPED_ATTR, None)  # a new run of the search: its own limits
             return study, False
         self.apply(record)
         direction = optuna.study.StudyDirection[record.direction.upper()]

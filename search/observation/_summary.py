@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from search.coordination import STOPPED_ATTR
 from search.settings import FIRST_RUNG_ATTR, describe, resolve_patience
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
         "stopped_early": sum(1 for t in trials if t.state == TrialState.COMPLETE and "stopped_epoch" in t.user_attrs),
         **overhead_stats([t for t in trials if t.state.is_finished()]),
     }
+    if study.user_attrs.get(STOPPED_ATTR):
+        summary["ended_early"] = study.user_attrs[STOPPED_ATTR]
     first_rung = coordinator.storage.get_study_system_attrs(study_id(study)).get(FIRST_RUNG_ATTR)
     if first_rung:
         summary["first_rung"] = first_rung

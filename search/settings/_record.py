@@ -77,6 +77,17 @@ def epochs_since_best(values: Mapping[int, float], epoch: int, maximize: bool = 
     return epoch - best
 
 
+def parse_duration(value: object, flag: str = "--timeout") -> float:
+    """A positive duration in seconds from ``90``, ``90s``, ``30m``, ``2h`` or ``1.5d``."""
+    import re
+
+    found = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([smhd]?)", str(value).strip().lower())
+    seconds = float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[found[2]] if found else 0.0
+    if seconds <= 0 or isinstance(value, bool):
+        raise SearchError(f"{flag} must be a positive duration such as 90s, 30m, 2h or 1.5d, got {value!r}")
+    return seconds
+
+
 def parse_stall_timeout(value: object) -> int | None:
     """``--stall-timeout``: a positive whole number of seconds, or ``off`` (0); None stays None."""
     if value is None:

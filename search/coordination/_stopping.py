@@ -1,0 +1,75 @@
+"""A search that ends before its trial budget: after ``--timeout``, or once ``--stop-at`` is reached.
+
+No new trial starts after that: the budget becomes the logical trials claimed so far, under the
+study lock (so a claim racing the stop either made it in or finds the budget spent), and the trials
+running finish as they would. The reason is stored with the study for the summary; resuming the study
+with ``search start`` asks for the full budget again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from search.coordination._coordinator import BUDGET_ATTR, STOPPED_ATTR
+from search.coordination._resilience import retrying
+
+if TYPE_CHECKING:
+    from search.coordination._coordinator import Coordinator
+
+CHECK_EVERY_S = 2.0
+
+
+@dataclass
+class EarlyStop:
+    """Called as the study is followed (about once a second); stops new trials once a limit is met."""
+
+    coordinator: Coordinator
+    timeout_s: float | None = None
+    target: float | None = None
+    maximize: bool = False
+    started: float = field(default_factory=time.monotonic)
+    stopped: str | None = None
+    _next: float = 0.0
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.stopped is not None or (self.timeout_s is None and self.target is None) or now < self._next:
+            return
+        self._next = now + CHECK_EVERY_S
+        reason = self._reason(now)
+        if reason is not None:
+            self.stopped = reason
+            retrying(lambda: stop_new_trials(self.coordinator, reason), "stopping new trials")
+
+    def _reason(self, now: float) -> str | None:
+        if self.timeout_s is not None and now - self.started >= self.timeout_s:
+            return f"--timeout {self.timeout_s:g} s passed"
+        if self.target is None:
+            return None
+        best = best_value(self.coordinator)
+        if best is not None and (best >= self.target if self.maximize else best <= self.target):
+            return f"--stop-at {self.target:g} reached (best {best:.5g})"
+        return None
+
+
+def best_value(coordinator: Coordinator) -> float | None:
+    """The best complete trial's value, read now; None before one completes."""
+    try:
+        value = coordinator.storage.get_best_trial(coordinator.study_id()).value
+    except ValueError:  # no complete trial yet
+        return None
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def stop_new_trials(coordinator: Coordinator, reason: str) -> dict[str, Any]:
+    """Lower the budget to the logical trials claimed so far and record why, under the study lock."""
+    study_id = coordinator.study_id()
+    with coordinator.lock():
+        claimed, asked = coordinator.counts().logical, coordinator.budget()
+        record = {"reason": reason, "asked": asked, "claimed": claimed}
+        coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)
+        coordinator.storage.set_study_user_attr(study_id, BUDGET_ATTR, min(claimed, asked))
+    return record
