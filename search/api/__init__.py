@@ -14,6 +14,7 @@ _LAZY = {
     "SearchOutcome": "search.api._library",
     "start": "search.api._library",
     "status": "search.api._library",
+    "enqueue": "search.api._library",
     "trials": "search.api._library",
     "best": "search.api._library",
     "retrain": "search.api._library",

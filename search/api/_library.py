@@ -86,6 +86,19 @@ def start(study: str, trials: int, *, name: str | None = None, workers: int | No
     return SearchOutcome(coordinator.study_name, code, _summary(coordinator), _champion(coordinator, loc))
 
 
+def enqueue(name: str, configs: list[dict[str, Any]], **where: Any) -> list[int]:
+    """Queue configurations to try first (``search enqueue``): each a dict of parameter values (those
+    left out are the sampler's); they are trials of the budget. Returns the queued trials' numbers.
+
+    >>> search.enqueue("resmlp", [{"lr": 1e-3, "depth": 3}], project_dir="/tmp/demo")  # doctest: +SKIP
+    [4]
+    """
+    from search.api._enqueue import enqueue as queue
+
+    coordinator, _ = _open(name, where)
+    return queue(coordinator, configs)
+
+
 def status(name: str, **where: Any) -> Snapshot:
     """Where a study stands (``search status``): counts, running trials, best value, rate, ETA.
 
