@@ -34,6 +34,8 @@ class StartOptions:
     """Seconds after which this run starts no new trial (``--timeout``); not stored with the study."""
     stop_at: float | None = None
     """A best value at which this run starts no new trial (``--stop-at``); not stored with the study."""
+    enqueue: tuple[dict[str, Any], ...] = ()
+    """Configurations to try first (``--enqueue FILE``), queued as the study is created or resumed."""
     explicit: frozenset[str] | None = None
     """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
     values. None: all of them (a caller in Python means every value it passes)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import storage
+from search.api._enqueue import check_configuration, enqueue
 from search.api._open import check_reachable, locations
 from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.api._output import final_summary, watch_hints
@@ -54,6 +55,8 @@ class PreparedStudy:
     study: Study
     record: StudyRecord
     name: str
+    enqueue: tuple[dict[str, Any], ...] = ()
+    """Known configurations, checked against the space, to queue as the study is created or resumed."""
 
 
 def prepare(opts: StartOptions) -> PreparedStudy:
@@ -79,7 +82,11 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
-    return PreparedStudy(study, record, start_name(opts, study))
+    known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
+                  for i, c in enumerate(opts.enqueue))  # fmt: skip
+    if len(known) > opts.trials:
+        raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {opts.trials}")
+    return PreparedStudy(study, record, start_name(opts, study), known)
 
 
 def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
@@ -98,6 +105,8 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
     early = release if created else None
     try:
         coordinator.remember_checkpoint_root(loc.checkpoint_root)
+        if prepared.enqueue:  # before any worker joins: they take these first
+            enqueue(coordinator, list(prepared.enqueue))
         if early is not None:
             early(coordinator.study_name)
         open_parent_run(optuna_study, loc, resumed=not created, summary=summary)
@@ -154,6 +163,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     # study's last moments, when the summary reads every trial).
     gc.freeze()
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
+    if prepared.enqueue and not opts.quiet:
+        print(f"  queued {len(prepared.enqueue)} known configurations to run first (--enqueue)", flush=True)
     _announce(changes, opts.quiet)
     if len(procs) < workers:  # those left for later start once the first ones have claimed
         try:

@@ -11,7 +11,7 @@ import threading
 import click
 
 from search.api._signals import interrupted_exit_code
-from search.cli import _commands, _data, _queue, _slurm, _tools, _views  # noqa: F401  (registers the subcommands)
+from search.cli import _commands, _data, _queue, _slurm, _start, _tools, _views  # noqa: F401  (registers the subcommands)
 from search.cli._group import cli
 
 EXIT_USAGE = 2

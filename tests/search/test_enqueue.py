@@ -59,3 +59,21 @@ def test_the_python_call_queues_the_same(sleep_study, tmp_path):
 
     assert search.enqueue("sleep", [{"x": 1.0}], project_dir=tmp_path / "p") == [0]
     assert search.trials("sleep", project_dir=tmp_path / "p")["state"].tolist() == ["WAITING"]
+
+
+def test_search_start_queues_known_configurations_before_any_worker_joins(cli, tmp_path):
+    (tmp_path / "known.json").write_text(json.dumps([{"x": 0.3, "lr": 0.05}, {"x": -1.0}]))
+    proc = cli("start", "--study", str(SLEEP), "--trials", "3", "--workers", "2", "--enqueue", "known.json",
+               "--study-option", "epoch_seconds=0", "--no-retrain", cwd=tmp_path, check=True)  # fmt: skip
+    assert "queued 2 known configurations to run first (--enqueue)" in proc.stdout
+    rows = json.loads(cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
+    assert len(rows) == 3 and [r["params"]["x"] for r in rows[:2]] == [0.3, -1.0]
+
+
+def test_search_start_refuses_a_known_configuration_outside_the_space_and_creates_nothing(cli, tmp_path):
+    (tmp_path / "known.json").write_text(json.dumps([{"x": 5}]))
+    proc = cli("start", "--study", str(SLEEP), "--trials", "3", "--workers", "1", "--enqueue", "known.json",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--enqueue configuration 1: x=5 is outside the study's range -2..2" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["known.json"]

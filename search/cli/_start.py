@@ -1,0 +1,143 @@
+"""``search start``: its flags, parsed once into :class:`search.api.StartOptions`, then the API's start flow."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from search.cli._group import cli
+from search.cli._options import (
+    location_options,
+    option,
+    outage_option,
+    patience_option,
+    stack,
+    stall_timeout_option,
+    study_name_option,
+    study_options_option,
+    tensorboard_option,
+)
+from search.settings import PRUNERS, SAMPLERS, SearchSettings
+
+_defaults = SearchSettings()
+
+_settings_options = stack(
+    option("--sampler", default=_defaults.sampler,
+           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5 (docs/search-strategy.md)."),
+    option("--pruner", default=_defaults.pruner,
+           help=f"{' | '.join(PRUNERS)}, with options like median:startup=2,warmup=1; "
+                "warmup=auto prunes from the first epoch that ranks the study's complete trials."),
+    option("--seed", type=int, default=_defaults.seed, help="Sampler and data-split seed."),
+    option("--max-retries", type=int, default=_defaults.max_retries,
+           help="How often a trial whose worker died is retried."),
+    option("--heartbeat-interval", type=int, default=_defaults.heartbeat_interval,
+           help="Seconds between heartbeats."),
+    option("--grace-period", type=int, default=_defaults.grace_period,
+           help="Seconds without a heartbeat before a trial counts as dead."),
+    stall_timeout_option(_defaults.stall_timeout),
+    option("--checkpoint-every", type=int, default=_defaults.checkpoint_every, metavar="SECONDS",
+           help="Seconds of training a killed trial may lose (or one epoch, when epochs are longer): trials "
+                "are checkpointed that often, not after every short epoch; 0 checkpoints every epoch."),
+    patience_option(_defaults.patience),
+)  # fmt: skip
+"""The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
+
+
+@cli.command()
+@option("--study", required=True, help="Built-in study name (see `search studies`) or a path to a .py file.")
+@option("--trials", type=int, required=True, help="Total budget of finished trials (complete+pruned+failed).")
+@study_name_option
+@option("--workers", type=int, help="Local worker processes [one per GPU, else one single-threaded worker per "
+                                    "usable CPU core, at most 16 and the trials]; 0 creates the study and follows "
+                                    "it without training.")  # fmt: skip
+@_settings_options
+@option(
+    "--gpus",
+    help="GPUs for local workers: all | 0,1,... (indices into CUDA_VISIBLE_DEVICES when it is set) [all visible].",
+)
+@option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
+@option(
+    "--timeout",
+    metavar="DURATION",
+    callback=lambda _c, _p, v: None if v is None else _duration(v),
+    help="Start no new trial after this long (90s, 30m, 2h, 1.5d); running trials finish. For this run only.",
+)
+@option(
+    "--enqueue",
+    "enqueue_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Configurations to try first: a JSON list of objects or a CSV file with a parameter per column.",
+)
+@option(
+    "--stop-at",
+    type=float,
+    metavar="VALUE",
+    help="Start no new trial once the best value reaches VALUE (or beats it); running trials finish.",
+)
+@study_options_option
+@option("--narrow", multiple=True, metavar="NAME=LOW:HIGH",
+        help="Search a numeric parameter in a narrower range than the study declares, e.g. lr=1e-4:3e-3 "
+             "(repeatable; `search lr-find --apply` writes it to search.toml).")  # fmt: skip
+@tensorboard_option
+@outage_option
+@location_options
+@click.pass_context
+def start(ctx: click.Context, **kwargs: Any) -> None:
+    """Create (or resume) a study, run workers until the budget is spent, retrain and register the best.
+
+    Resuming, flags you leave out keep the study's stored values; a flag that changes one either
+    applies (budget, retries, heartbeats, stall timeout, sampler, pruner) with a line saying so, or is refused
+    (seed, study options, search space).
+    """
+    from click.core import ParameterSource
+
+    from search.api._options import StartOptions, check_flags, start_workers
+    from search.api._signals import stop_on_signals
+    from search.exceptions import SearchError
+    from search.execution import release_workers
+    from search.settings import parse_narrow, parse_options
+
+    outage_limit = kwargs.pop("db_outage_limit")
+    names = list(_defaults.__dataclass_fields__)
+    settings = SearchSettings(**{name: kwargs.pop(name) for name in names})
+    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option", "narrow"]}
+    given = {name + "s" if name == "study_option" else name for name, source in sources.items()
+             if source != ParameterSource.DEFAULT}  # fmt: skip
+    try:
+        narrow = parse_narrow(kwargs.pop("narrow"))
+    except ValueError as exc:
+        raise SearchError(str(exc)) from None
+    from search.api._enqueue import read_configurations
+
+    known = kwargs.pop("enqueue_file")
+    opts = StartOptions(
+        enqueue=tuple(read_configurations(known)) if known is not None else (),
+        study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
+        workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
+        retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
+        narrow=narrow, explicit=frozenset(given), timeout=kwargs.pop("timeout"), stop_at=kwargs.pop("stop_at"),
+    )  # fmt: skip
+    check_flags(opts)
+    stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does
+    # The workers start now, before this command imports SQLAlchemy, Optuna and the study (about
+    # 0.4 s here), which their own imports overlap; they learn where the study lives when they join.
+    local = start_workers(opts, debug=ctx.obj["debug"])
+    try:
+        from search.api._start import run_start
+        from search.coordination import set_outage_limit
+
+        set_outage_limit(outage_limit)  # the workers get it when they join
+    except BaseException:
+        release_workers(local.procs, go=None)
+        raise
+    sys.exit(run_start(opts, kwargs, debug=ctx.obj["debug"], local=local))
+
+
+def _duration(value: str) -> float:
+    from search.settings import parse_duration
+
+    return parse_duration(value)
