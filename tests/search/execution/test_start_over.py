@@ -10,7 +10,7 @@ import torch
 import trainer
 from search.execution._trial import fit_or_start_over
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer"))
 from trainer_helpers import StopAt, blobs, residual_mlp  # noqa: E402
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 QUICK = ["--study", SLEEP_STUDY, "--study-option", "epoch_seconds=0", "--study-option", "epochs=2", "--workers", "1",
          "--no-retrain", "--pruner", "none"]  # fmt: skip

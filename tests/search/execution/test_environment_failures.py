@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FAST = ["--heartbeat-interval", "1", "--grace-period", "3", "--pruner", "none", "--no-retrain",

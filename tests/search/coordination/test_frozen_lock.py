@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
 

@@ -165,7 +165,7 @@ def test_every_sampler_samples_through_a_workers_claim_and_suggestion(sampler, t
     from search.execution._suggest import suggest_params
     from studies import load_study_file
 
-    sleep = load_study_file(Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py")
+    sleep = load_study_file(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
     spec = sampler if sampler not in ("tpe", "gp", "cmaes") else f"{sampler}:startup=3"
     record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
                          settings=SearchSettings(sampler=spec, pruner="none"))  # fmt: skip

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-PLATEAU_STUDY = Path(__file__).parent / "data" / "plateau_study.py"
+PLATEAU_STUDY = Path(__file__).resolve().parents[1] / "data" / "plateau_study.py"
 CURVE = "1.0/0.5/0.6/0.7/0.4/0.3"
 
 

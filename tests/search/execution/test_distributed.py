@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 # resmlp samples effective batches up to 256 x 4 per process: two processes need 2,048 training rows
 # (digits has 1,257; a larger effective batch fails the trial with the trainer's one-line refusal).

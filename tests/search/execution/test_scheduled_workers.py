@@ -13,7 +13,7 @@ import pytest
 
 from search.coordination import PARENT_RUN_ATTR
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 QUICK = ["--study-option", "epoch_seconds=0.3", "--study-option", "epochs=2", "--pruner", "none", "--no-retrain"]
 

@@ -32,7 +32,7 @@ def test_a_finished_trial_wrote_only_the_checkpoints_its_bound_asked_for(claimed
 
 def test_a_finished_study_leaves_no_empty_checkpoint_folder(tmp_path, cli):
     """Each trial's folder goes when it finishes, and the study's once the last is gone."""
-    sleep = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+    sleep = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"
     cli("start", "--study", str(sleep), "--trials", "2", "--workers", "1", "--checkpoint-every", "0",
         "--study-option", "epoch_seconds=0", "--no-retrain", cwd=tmp_path, check=True)  # fmt: skip
     root = tmp_path / ".search" / "checkpoints"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 STALLING_STUDY = str(ROOT / "tests" / "search" / "data" / "stalling_study.py")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")

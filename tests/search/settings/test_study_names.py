@@ -98,7 +98,7 @@ def test_hostile_names_are_refused_in_one_line_and_create_nothing(tmp_path, monk
 
 def test_a_hostile_study_file_name_is_refused_before_anything_is_created(tmp_path, search_main, monkeypatch):
     study = tmp_path / "dots.py"
-    source = (Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py").read_text()
+    source = (Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py").read_text()
     assert '    name = "sleep"' in source
     study.write_text(source.replace('    name = "sleep"', '    name = ".."'))
     monkeypatch.chdir(tmp_path)

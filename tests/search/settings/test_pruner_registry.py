@@ -22,7 +22,7 @@ SPEC = "example:factor=1.2,warmup=3"
 
 @pytest.fixture(scope="module")
 def example_module():
-    path = Path(__file__).parent / "data" / "example_pruner.py"
+    path = Path(__file__).resolve().parents[1] / "data" / "example_pruner.py"
     spec = importlib.util.spec_from_file_location("example_pruner", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["example_pruner"] = module

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 GRACE_S = 3

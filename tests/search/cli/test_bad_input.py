@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+SLEEP_STUDY = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"
 
 
 def _assert_one_line_error(proc, fragment: str) -> None:
@@ -165,7 +165,7 @@ def test_bad_data_file_fails_before_anything_is_created(cli, tmp_path):
 def test_start_stops_with_one_line_when_every_local_worker_fails(cli, tmp_path):
     from pathlib import Path
 
-    study_file = Path(__file__).parent / "data" / "vanishing_data_study.py"
+    study_file = Path(__file__).resolve().parents[1] / "data" / "vanishing_data_study.py"
     marker = tmp_path / "read-once"
     proc = cli("start", "--study", str(study_file), "--trials", "3", "--workers", "2", "--no-retrain", "--quiet",
                "--study-option", f"marker={marker}", cwd=tmp_path)  # fmt: skip

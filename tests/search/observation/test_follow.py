@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-SLEEP_STUDY = str(Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py")
+SLEEP_STUDY = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
 
 
 def test_follow_shows_a_running_study_until_it_finishes(tmp_path, cli):

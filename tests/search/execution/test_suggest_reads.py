@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 
 

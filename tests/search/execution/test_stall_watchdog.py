@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-STALLING_STUDY = Path(__file__).parent / "data" / "stalling_study.py"
+STALLING_STUDY = Path(__file__).resolve().parents[1] / "data" / "stalling_study.py"
 REASON = "stalled: no training step or validation batch finished for "
 EXIT_STALLED = 70
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
-FAULTY_STUDY = Path(__file__).parent / "data" / "faulty_study.py"
+FAULTY_STUDY = Path(__file__).resolve().parents[1] / "data" / "faulty_study.py"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 GRACE_S = 3
 FAST = [

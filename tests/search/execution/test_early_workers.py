@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+SLEEP_STUDY = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"
 
 
 def _new_study(tmp_path: Path, epoch_seconds: float, trials: int = 2):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-FAULTY_STUDY = str(Path(__file__).parent / "data" / "faulty_study.py")
-SLEEP_STUDY = str(Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py")
+FAULTY_STUDY = str(Path(__file__).resolve().parents[1] / "data" / "faulty_study.py")
+SLEEP_STUDY = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("tensorboard")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 
 
