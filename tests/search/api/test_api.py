@@ -27,6 +27,7 @@ def example_run(tmp_path_factory):
     return work, proc
 
 
+@pytest.mark.slow
 def test_the_readme_python_example_runs_as_written(example_run):
     work, proc = example_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -36,6 +37,7 @@ def test_the_readme_python_example_runs_as_written(example_run):
     assert (work / "demo" / "optuna.db").exists()
 
 
+@pytest.mark.slow
 def test_the_calls_match_the_commands(example_run, cli):
     import search
 

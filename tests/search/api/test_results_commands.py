@@ -29,6 +29,7 @@ def _optuna_trials(work: Path, name: str):
     return sorted(study.get_trials(), key=lambda t: t.number)
 
 
+@pytest.mark.slow
 def test_trials_json_lists_every_trial_with_state_params_and_reason(faulty, cli):
     rows = json.loads(cli("trials", "--study", FAULTY_STUDY, "--json", cwd=faulty, check=True).stdout)
     expected = _optuna_trials(faulty, "faulty")
@@ -42,6 +43,7 @@ def test_trials_json_lists_every_trial_with_state_params_and_reason(faulty, cli)
     assert any("out of memory" in (r["fail_reason"] or "").lower() for r in rows)
 
 
+@pytest.mark.slow
 def test_trials_csv_and_state_filter(faulty, cli):
     text = cli("trials", "--name", "faulty", "--csv", cwd=faulty, check=True).stdout
     table = list(csv.DictReader(io.StringIO(text)))
@@ -80,6 +82,7 @@ def retrained(tmp_path_factory, cli) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
     result = json.loads(cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
     trials = [t for t in _optuna_trials(retrained, "resmlp") if t.state.name == "COMPLETE"]
@@ -94,6 +97,7 @@ def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
     assert "  exports: onnx ok, torchscript ok" in text
 
 
+@pytest.mark.slow
 def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_nothing(retrained, cli):
     said = (retrained / "first-start.out").read_text().splitlines()
     start = next(i for i, line in enumerate(said) if line.startswith("retraining trial "))
@@ -108,6 +112,7 @@ def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_not
     assert best["champion"]["version"] == "1"
 
 
+@pytest.mark.slow
 def test_status_of_a_finished_study_says_done_and_names_the_champion(retrained, cli):
     text = cli("status", "--study", "resmlp", cwd=retrained, check=True).stdout.splitlines()
     assert text[0].startswith("resmlp: 2/2 finished") and text[0].endswith("ETA done")
@@ -116,6 +121,7 @@ def test_status_of_a_finished_study_says_done_and_names_the_champion(retrained, 
     assert data["done"] is True and data["champion"]["version"] == "1"
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
     cli("report", "--study", "resmlp", "-o", "r.html", "--no-mlflow", cwd=retrained, check=True)
     page = (retrained / "r.html").read_text()
@@ -124,6 +130,7 @@ def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
     assert page.count('<tr class="complete">') + page.count('<tr class="pruned">') == 2
 
 
+@pytest.mark.slow
 def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli, search_main, monkeypatch):
     from mlflow import MlflowClient
 
@@ -180,6 +187,7 @@ def test_best_without_a_complete_trial_is_one_line(tmp_path, make_demo, search_m
     assert (code, out, err) == (2, "", "error: study 'demo' has no complete trial yet\n")
 
 
+@pytest.mark.slow
 def test_best_without_a_champion(faulty, search_main):
     flags = ["--name", "faulty", "--project-dir", str(faulty / ".search")]
     code, out, _ = search_main(["best", *flags, "--json"])

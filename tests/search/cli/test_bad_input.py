@@ -51,6 +51,7 @@ def test_bad_start_flags(cli, tmp_path, args, fragment):
 
 
 @pytest.mark.parametrize("study", ["resmlp", "file"])
+@pytest.mark.slow
 def test_workers_started_early_leave_nothing_when_the_input_is_bad(cli, tmp_path, study):
     """`search start` starts its workers before it checks the input (they import torch meanwhile),
     for a built-in study and for a study file alike: on bad input they exit without a trace, no
@@ -71,6 +72,7 @@ def test_workers_started_early_leave_nothing_when_the_input_is_bad(cli, tmp_path
     assert [p for p in psutil.process_iter(["cwd"]) if p.pid not in before and p.info["cwd"] == str(work)] == []
 
 
+@pytest.mark.slow
 def test_a_bad_study_option_names_the_option_and_creates_nothing(cli, tmp_path):
     proc = cli("start", "--study", "resmlp", "--trials", "5", "--study-option", "rows=abc", cwd=tmp_path)
     _assert_one_line_error(proc, "study 'resmlp': option rows must be a whole number, got 'abc'")
@@ -154,6 +156,7 @@ def test_help_lists_commands_without_importing_heavy_libraries(cli, tmp_path):
     assert out == "False False False"
 
 
+@pytest.mark.slow
 def test_bad_data_file_fails_before_anything_is_created(cli, tmp_path):
     (tmp_path / "rows.csv").write_text("a,b\n1,2\n3,4\n")
     proc = cli("start", "--study", "resmlp", "--trials", "5", "--study-option", "path=rows.csv",
@@ -162,6 +165,7 @@ def test_bad_data_file_fails_before_anything_is_created(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]
 
 
+@pytest.mark.slow
 def test_start_stops_with_one_line_when_every_local_worker_fails(cli, tmp_path):
     from pathlib import Path
 
@@ -173,6 +177,7 @@ def test_start_stops_with_one_line_when_every_local_worker_fails(cli, tmp_path):
     assert "is gone" in proc.stderr  # the reason, from the worker's log
 
 
+@pytest.mark.slow
 def test_an_early_worker_that_fails_before_the_study_exists_leaves_why_in_its_log(cli, tmp_path):
     """A worker started early dies while it loads the study (here the study file exits in worker
     processes only): the command fails with one line naming the worker's log, and that log, in the
@@ -209,6 +214,7 @@ def test_an_fp16_study_with_local_workers_and_no_gpu_is_refused_before_anything_
 
 
 @pytest.mark.skipif(_cuda(), reason="checks a machine without a CUDA GPU")
+@pytest.mark.slow
 def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path):
     """`search start --workers 0` creates the study for GPU nodes (no check: nothing trains here);
     a worker started on a machine without CUDA leaves with one line and takes no trial."""

@@ -190,6 +190,7 @@ study = Twin()
         ("minimize", 5.0, "study 'twin' exists with another search space (differs in x); choose another --name"),
     ],
 )
+@pytest.mark.slow
 def test_a_study_that_exists_as_another_search_is_refused(cli, tmp_path, pg_url, direction, bound, fragment):
     from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.coordination import Coordinator

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 
+
+@pytest.mark.slow
 def test_lr_find_on_resmlp_prints_a_range_and_writes_a_plot(cli, tmp_path):
     proc = cli("lr-find", "--study", "resmlp", "--params", "batch_size=64", "-o", "lr.html", cwd=tmp_path, check=True)
     found = re.search(r"suggested learning rate ([\d.e-]+); range to search ([\d.e-]+) \.\. ([\d.e-]+)", proc.stdout)
@@ -24,6 +27,7 @@ def test_lr_find_refuses_an_unknown_parameter_in_one_line(cli, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_apply_narrows_the_next_search_and_the_study_records_it(cli, tmp_path):
     import json
 
@@ -48,6 +52,7 @@ def test_apply_narrows_the_next_search_and_the_study_records_it(cli, tmp_path):
     assert again.returncode == 2 and "--narrow lr=0.001:0.002 differs from the study's stored ranges" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_narrow_range_outside_the_study_is_refused_and_creates_nothing(cli, tmp_path):
     proc = cli("start", "--study", "resmlp", "--trials", "2", "--narrow", "lr=1:2", cwd=tmp_path)
     assert proc.returncode == 2
@@ -71,6 +76,7 @@ def test_set_command_default_keeps_the_file_and_replaces_its_own_key(tmp_path):
     assert tomllib.loads(path.read_text()) == {"trials": 5, "start": {"workers": 2, "narrow": ["lr=0.002:0.02"]}}
 
 
+@pytest.mark.slow
 def test_lr_find_takes_its_flags_from_search_toml(cli, tmp_path):
     (tmp_path / "search.toml").write_text('[search]\nstudy = "resmlp"\n[search.lr-find]\nsteps = 40\n')
     proc = cli("lr-find", cwd=tmp_path, check=True)

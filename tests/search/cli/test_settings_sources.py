@@ -42,6 +42,7 @@ def resumable(cli, tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_resume_without_flags_keeps_every_stored_setting(cli, resumable):
     proc = cli("start", "--study", SLEEP_STUDY, "--trials", "3", "--workers", "1", "--no-retrain", cwd=resumable,
                check=True)  # fmt: skip
@@ -55,6 +56,7 @@ def test_resume_without_flags_keeps_every_stored_setting(cli, resumable):
     assert "--sampler" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, resumable):
     proc = cli("start", *QUICK, "--trials", "2", "--sampler", "tpe", "--seed", "4", "--max-retries", "1",
                "--stall-timeout", "off", cwd=resumable, check=True)  # fmt: skip
@@ -73,6 +75,7 @@ def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, res
         (["--study-option", "epochs=3"], "differs from the study's stored options epoch_seconds=0,epochs=2"),
     ],
 )
+@pytest.mark.slow
 def test_resume_that_would_change_the_data_is_refused_and_changes_nothing(cli, resumable, flags, fragment):
     before = _record(resumable)
     proc = cli("start", "--study", SLEEP_STUDY, "--trials", "4", "--workers", "1", *flags, cwd=resumable)
@@ -80,6 +83,7 @@ def test_resume_that_would_change_the_data_is_refused_and_changes_nothing(cli, r
     assert _record(resumable) == before  # no budget change, no trial, no setting
 
 
+@pytest.mark.slow
 def test_search_toml_sets_any_flag_and_the_command_line_wins(cli, tmp_path):
     (tmp_path / "search.toml").write_text(
         f'[search]\nstudy = "{SLEEP_STUDY}"\ntrials = 2\nworkers = 1\nsampler = "random"\npruner = "none"\n'
@@ -112,6 +116,7 @@ def test_a_bad_search_toml_is_refused_in_one_line(cli, tmp_path, text, fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["search.toml"]
 
 
+@pytest.mark.slow
 def test_environment_beats_search_toml(cli, tmp_path):
     (tmp_path / "search.toml").write_text(f'project-dir = "{tmp_path / "from-file"}"\n')
     cli("start", *QUICK, "--trials", "1", cwd=tmp_path, env={"SEARCH_PROJECT_DIR": str(tmp_path / "from-env")},
@@ -120,6 +125,7 @@ def test_environment_beats_search_toml(cli, tmp_path):
     assert not (tmp_path / "from-file").exists()
 
 
+@pytest.mark.slow
 def test_mlflow_tracking_uri_from_the_environment_receives_the_runs(cli, tmp_path):
     from mlflow import MlflowClient
 
@@ -133,6 +139,7 @@ def test_mlflow_tracking_uri_from_the_environment_receives_the_runs(cli, tmp_pat
     assert {r.data.tags.get("hpsearch.role") for r in runs} >= {"trial"}
 
 
+@pytest.mark.slow
 def test_a_search_with_retrain_prints_no_third_party_warnings(cli, tmp_path):
     options = [f"--study-option={o}" for o in ("data=synthetic", "search_epochs=1", "full_epochs=1")]
     proc = cli("start", "--study", "resmlp", "--trials", "1", "--workers", "1", *options, cwd=tmp_path, check=True)
@@ -151,6 +158,7 @@ def test_debug_works_before_or_after_the_subcommand(cli, tmp_path, where):
     assert "Traceback" in debug.stderr and debug.returncode != 0
 
 
+@pytest.mark.slow
 def test_quiet_after_the_subcommand_prints_only_the_summary(cli, tmp_path):
     proc = cli("start", *QUICK, "--trials", "1", "-q", cwd=tmp_path, check=True)
     assert "optuna storage:" not in proc.stdout  # the header is left out
@@ -159,6 +167,7 @@ def test_quiet_after_the_subcommand_prints_only_the_summary(cli, tmp_path):
 
 @pytest.mark.postgres
 @pytest.mark.skipif(importlib.util.find_spec("psycopg") is None, reason="psycopg 3 is a test dependency")
+@pytest.mark.slow
 def test_psycopg3_urls_work_end_to_end(cli, tmp_path, pg_databases):
     storage_url, tracking_url = (u.replace("+psycopg2", "+psycopg") for u in (pg_databases(), pg_databases()))
     cli("start", *QUICK, "--trials", "2", "--storage", storage_url, "--tracking-uri", tracking_url, cwd=tmp_path,
@@ -179,6 +188,7 @@ def test_psycopg3_url_without_psycopg3_is_one_line(monkeypatch):
         storage.normalize_db_url("postgresql+psycopg://u@h/db")
 
 
+@pytest.mark.slow
 def test_a_search_whose_every_trial_failed_exits_non_zero(cli, tmp_path):
     study = tmp_path / "broken.py"
     study.write_text(

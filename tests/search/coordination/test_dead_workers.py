@@ -170,6 +170,7 @@ def test_killed_workers_cost_no_trial_and_leave_nothing_running(killed_study):
     assert sorted(t.number for t in failed) == sorted([killed_study.first_dead, killed_study.second_dead])
 
 
+@pytest.mark.slow
 def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     """While every live worker is busy training, its heartbeat thread still fails dead trials."""
     from search.api import StartOptions, prepare
@@ -204,6 +205,7 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
 
 
 @pytest.mark.parametrize(("every", "resumed"), [(0, 3), (30, 0)], ids=["every-epoch", "every-30s"])
+@pytest.mark.slow
 def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(claimed_sleep_trial, every,
                                                                                      resumed):  # fmt: skip
     """A worker that died after its trial's last epoch, before telling. With a checkpoint every epoch
@@ -236,6 +238,7 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.slow
 def test_a_tell_that_lands_between_the_reapers_read_and_write_costs_nothing(tmp_path, backend, request):
     """The worker was only slow: its trial finishes while a reaper is failing it. The reaper must
     neither crash nor leave a retry that would train the same logical trial again."""

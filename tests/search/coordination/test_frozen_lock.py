@@ -69,6 +69,7 @@ def _wait_stopped(pid: int, timeout: float = 60.0) -> None:
     raise AssertionError(f"process {pid} never stopped inside the lock")
 
 
+@pytest.mark.slow
 def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it_wakes(pg_url):
     from optuna.trial import TrialState
 
@@ -102,6 +103,7 @@ def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it
     assert all(t.state == TrialState.RUNNING for t in trials)
 
 
+@pytest.mark.slow
 def test_a_heartbeat_thread_never_waits_for_the_study_lock(pg_url):
     """With a dead trial to reap and the lock held elsewhere, the heartbeat's reaping pass skips."""
     import storage
@@ -150,6 +152,7 @@ def test_a_claimed_trial_starts_at_the_time_optuna_would_record_whatever_the_nod
         time.tzset()
 
 
+@pytest.mark.slow
 def test_a_claim_waiting_on_a_row_another_session_holds_frees_the_lock_within_the_grace_period(pg_url, caplog):
     """A session outside the study lock (psql, a migration) holds the study's row: the claimer that
     holds the study lock waits on it, but only one grace period (lock_timeout), then lets the lock

@@ -32,6 +32,7 @@ def _ctx(coordinator: Any, study: Any, worker: str) -> Any:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.slow
 def test_ctrl_c_between_the_reapers_read_and_write_resumes_the_trial_exactly_once(tmp_path, backend, request):
     """The interrupt waits for the reaper's study lock, then finds the trial failed and retried: once."""
     from optuna.trial import TrialState
@@ -140,6 +141,7 @@ def test_two_processes_that_queue_the_same_retry_at_once_leave_one(tmp_path, bac
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.slow
 def test_a_trial_its_worker_failed_for_good_between_the_reapers_read_and_write_gets_no_retry(tmp_path, backend,
                                                                                              request):  # fmt: skip
     """Unlike an interrupt, a real failure (a bug in the study) is final: the reaper's retry stands down."""

@@ -29,6 +29,7 @@ def _new_study(tmp_path: Path, epoch_seconds: float, trials: int = 2):
     return loc, optuna_study
 
 
+@pytest.mark.slow
 def test_trials_of_a_worker_joined_before_the_parent_run_train_at_once_and_get_their_runs_under_it(tmp_path):
     from search.coordination import PARENT_RUN_ATTR
     from search.execution import connect
@@ -92,6 +93,7 @@ def test_a_parent_run_that_never_comes_fails_the_trial_instead_of_hanging(tmp_pa
     assert [t.state.name for t in ctx.optuna_study.get_trials()] == ["FAIL"]
 
 
+@pytest.mark.slow
 def test_a_parent_run_that_cannot_be_made_ends_the_released_workers_and_removes_the_study(cli, tmp_path):
     """The tracking location is unusable (here a path under a file): the early worker was told to
     join the study, then the parent run fails: one line, exit 2, no worker left, no study, no
@@ -132,6 +134,7 @@ def test_search_start_can_start_its_workers_before_importing_sqlalchemy_optuna_o
     assert out.stdout.splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_an_early_worker_joins_where_the_command_resolved_the_study_not_where_its_own_flags_pointed(
     tmp_path, monkeypatch
 ):
@@ -179,6 +182,7 @@ print(name, "sqlalchemy.orm" in sys.modules, mlflow, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_an_early_worker_spends_only_its_wait_on_mlflow_and_the_storage_imports():
     """An early worker whose word is already there when its imports are done joins at once: it does
     not import MLflow first (a thread doing so would take half its time until the claim; the first
@@ -215,6 +219,7 @@ def test_workers_start_at_once_one_per_core(monkeypatch):
         assert start_at_once(count) == at_once, (cores, count)
 
 
+@pytest.mark.slow
 def test_workers_left_for_later_start_once_the_first_has_claimed_and_take_their_share(tmp_path):
     """On one core, `search start --workers 3` starts one worker with itself and two once it has
     claimed a trial (told to join at once): all three train, each under its own index and log, and the
@@ -271,6 +276,7 @@ def test_workers_left_for_later_wait_for_the_first_ones_claims_or_their_exit(tmp
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.slow
 def test_once_the_study_is_over_workers_still_importing_are_ended_and_the_others_left_to_finish(tmp_path):
     """A worker started late (see start_at_once) that is still importing when the study is over
     would make the study's end wait for its imports, only to find nothing to run: it is ended. A

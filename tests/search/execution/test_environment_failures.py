@@ -40,6 +40,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_full_checkpoint_disk_requeues_the_trial_and_stops_the_worker_with_75(cli, tmp_path, full_disk):
     """Issue 46 item 6: every trial failed with torch's "unexpected pos" and the budget burned."""
     from optuna.trial import TrialState
@@ -86,6 +87,7 @@ def test_machine_failures_are_told_from_the_trials_own(full_disk, tmp_path):
     assert environment_failure(OSError(errno.ENOENT, "No such file"), tmp_path) is None
 
 
+@pytest.mark.slow
 def test_a_sqlite_study_lock_held_too_long_is_a_temporary_failure_naming_the_lock(cli, tmp_path):
     """Issue 46 item 7: a study lock held past the wait (here by a process that holds it and does
     nothing, as a stopped one would) ended every worker with exit code 2, as if the input were bad.

@@ -23,7 +23,7 @@ SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 STALLING_STUDY = str(ROOT / "tests" / "search" / "data" / "stalling_study.py")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
 
-pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
+pytestmark = [pytest.mark.slurm, pytest.mark.postgres, pytest.mark.slow]
 
 
 def _free_port() -> int:

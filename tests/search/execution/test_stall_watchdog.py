@@ -162,6 +162,7 @@ def claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     return ctx, trial
 
 
+@pytest.mark.slow
 def test_the_watchdog_fails_a_trial_without_progress_and_spares_one_that_progresses(claimed):
     from search.execution._watchdog import watchdog
 

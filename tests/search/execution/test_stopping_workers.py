@@ -119,6 +119,7 @@ def test_a_sigkilled_local_worker_is_replaced_while_a_worker_elsewhere_trains_th
     assert_exact_budget(watch.trials(), 4)
 
 
+@pytest.mark.slow
 def test_local_workers_that_keep_dying_end_search_start_with_a_fault_not_bad_input(cli, tmp_path):
     """Every local worker is SIGKILLed as it loads the study (a crash loop): after 3 fresh ones in a
     row, and nobody else training the study, `search start` exits 70 with one line, not 2."""

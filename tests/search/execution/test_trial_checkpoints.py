@@ -30,6 +30,7 @@ def test_a_finished_trial_wrote_only_the_checkpoints_its_bound_asked_for(claimed
     assert ctx.coordinator.storage.get_trial(trial._trial_id).user_attrs["epochs_run"] == 3
 
 
+@pytest.mark.slow
 def test_a_finished_study_leaves_no_empty_checkpoint_folder(tmp_path, cli):
     """Each trial's folder goes when it finishes, and the study's once the last is gone."""
     sleep = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"

@@ -82,6 +82,7 @@ def test_gpu_indices_count_the_assigned_gpus_and_never_reach_outside(four_gpus, 
         parse_gpus("all")
 
 
+@pytest.mark.slow
 def test_a_search_on_assigned_gpus_runs_one_worker_on_each_and_records_it(cli, tmp_path, four_gpus):
     import optuna
 

@@ -27,6 +27,7 @@ def _worker(args: list[str], cwd: Path, **extra_env: str) -> subprocess.Popen[st
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_worker_started_before_its_study_waits_for_it_then_trains(cli, tmp_path, pg_url):
     worker = _worker(["--name", "sleep", "--storage", pg_url, "--wait-for-db", "120"], tmp_path)
     time.sleep(4)
@@ -42,6 +43,7 @@ def test_a_worker_started_before_its_study_waits_for_it_then_trains(cli, tmp_pat
 
 
 @pytest.mark.parametrize("wait", ["0", "3"])
+@pytest.mark.slow
 def test_an_unreachable_database_is_an_outage_and_past_it_the_worker_exits_75(tmp_path, wait):
     """Refused connections at start (a server restarting) are ridden out like an outage, then EX_TEMPFAIL."""
     began = time.monotonic()
@@ -58,6 +60,7 @@ def test_an_unreachable_database_is_an_outage_and_past_it_the_worker_exits_75(tm
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_worker_rides_out_a_database_that_refuses_connections_as_it_starts(tmp_path, pg_url, monkeypatch):
     """As when a worker starts during a PostgreSQL restart ("the database system is shutting down"):
     before it opens the study, and (in-process, at a chosen moment) right after it joined."""
@@ -160,6 +163,7 @@ def _log_has(path: Path, text: str, proc: subprocess.Popen[str], timeout: float 
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_workers_that_find_the_study_half_created_wait_for_its_parent_run_then_join(tmp_path, pg_url):
     """The study is in PostgreSQL, its MLflow parent run not yet (`search start` is still creating it):
     workers started without --wait-for-db wait for it instead of exiting 2, then share the budget."""
@@ -193,6 +197,7 @@ def test_workers_that_find_the_study_half_created_wait_for_its_parent_run_then_j
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_workers_started_beside_search_start_join_the_study_it_is_creating(cli, tmp_path, pg_url):
     """A Slurm array or Kubernetes Job started beside the `start` job: workers that see the study appear
     in PostgreSQL start at once (no --wait-for-db), with the parent run likely not there yet; all join."""

@@ -12,6 +12,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 import storage
 from search.api import resolve_locations
 from search.observation import dashboard_server, mlflow_server_env
@@ -49,6 +51,7 @@ def test_dashboard_serves_the_study_and_its_trials(demo_study):
     assert "Optuna Dashboard" in html and FAKE_PASSWORD not in page
 
 
+@pytest.mark.slow
 def test_busy_port_is_one_clear_line(sqlite_demo, cli, tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

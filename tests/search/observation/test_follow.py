@@ -8,9 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SLEEP_STUDY = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
 
 
+@pytest.mark.slow
 def test_follow_shows_a_running_study_until_it_finishes(tmp_path, cli):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")} | {"PYTHONUNBUFFERED": "1"}
     said = open(tmp_path / "start.out", "w")  # noqa: SIM115

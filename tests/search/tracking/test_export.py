@@ -30,6 +30,7 @@ def resmlp_champion(tmp_path_factory, cli):
     return cwd
 
 
+@pytest.mark.slow
 def test_the_retrain_logs_checked_onnx_and_torchscript_files(resmlp_champion):
     from mlflow import MlflowClient
 
@@ -46,6 +47,7 @@ def test_the_retrain_logs_checked_onnx_and_torchscript_files(resmlp_champion):
     assert [(c["format"], c["ok"]) for c in checks] == [("onnx", True), ("torchscript", True)]
 
 
+@pytest.mark.slow
 def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resmlp_champion):
     """A pt2 model's requirements are known (torch loads it): given, not inferred in a second
     process. They are the installed versions, torch's without a local label such as ``+cpu``."""
@@ -70,6 +72,7 @@ def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resml
     ]
 
 
+@pytest.mark.slow
 def test_search_export_writes_files_that_run_without_this_project(resmlp_champion, cli):
     from sklearn.datasets import load_digits
 
@@ -89,6 +92,7 @@ def test_search_export_writes_files_that_run_without_this_project(resmlp_champio
         np.testing.assert_allclose(scripted(torch.as_tensor(rows)).numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_export_of_a_missing_version_is_one_line(resmlp_champion, cli):
     proc = cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion)
     assert proc.returncode == 2
@@ -118,6 +122,7 @@ def _study_module(name: str, options: dict[str, object]):
         ("tinylm", {}, ("onnx", "torchscript")),
     ],
 )
+@pytest.mark.slow
 def test_built_in_champions_export_and_match(tmp_path, name, options, formats):
     from search.tracking._portable import export_all
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
+
+@pytest.mark.slow
 def test_profile_of_the_best_trial_writes_and_logs_trace_and_table(cli, tmp_path):
     from mlflow import MlflowClient
 
@@ -30,6 +33,7 @@ def test_profile_of_the_best_trial_writes_and_logs_trace_and_table(cli, tmp_path
     assert client.get_run(run_id).data.metrics["profile_samples_per_second"] > 0
 
 
+@pytest.mark.slow
 def test_profile_of_a_trial_that_does_not_exist_is_one_line(cli, tmp_path):
     cli("start", "--study", "resmlp", "--trials", "1", "--workers", "1", "--study-option", "search_epochs=1",
         "--no-retrain", cwd=tmp_path, check=True)  # fmt: skip

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")
 
 
+@pytest.mark.slow
 def test_every_trial_writes_its_epochs_and_hyperparameters(cli, tmp_path):
     import optuna
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

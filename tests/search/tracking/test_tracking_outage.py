@@ -51,6 +51,7 @@ def test_successful_optuna_calls_do_not_reset_the_mlflow_outage_clock(monkeypatc
     assert _resilience.OUTAGE.since is None  # and the database's own clock never started
 
 
+@pytest.mark.slow
 def test_a_heartbeats_reaping_pass_never_waits_for_mlflow_to_end_a_dead_run(tmp_path):
     from search.api import StartOptions, prepare
     from search.coordination import Coordinator
