@@ -5,7 +5,7 @@ transaction an epoch, and every trial's params, attributes and curve sent each t
 trials never change, so this copy keeps them and fetches only the trials it has not seen finished;
 and it does so in the transaction that stores the epochs' values when some are due, so an epoch
 whose pruner is asked costs one transaction, not two. What the pruner sees is what a full read at
-that moment returns (``tests/search/test_pruning_equivalence.py``). The reporting trial itself is not read
+that moment returns (``tests/search/execution/test_pruning_equivalence.py``). The reporting trial itself is not read
 back: its reporter holds its params and values; only its system attributes (rung records) are,
 for the pruners that read them (``own_attrs``).
 Readers that need of the other running trials only their params and states (a worker's sampler at

@@ -171,6 +171,23 @@ def test_modules_stay_small(package: str) -> None:
     assert long == {}
 
 
+def test_test_modules_stay_small() -> None:
+    """The cap holds for the tests too: a test module past it tests more than one thing."""
+    long = {str(path.relative_to(ROOT)): n for path in sorted((ROOT / "tests").rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}  # fmt: skip
+    assert long == {}
+
+
+def test_search_tests_are_shaped_like_the_search_package() -> None:
+    """tests/search/<subpackage>/ holds the tests of that subpackage (e2e/ those of the whole), and
+    tests/search itself only what they share: a test module at its top would belong nowhere."""
+    here = ROOT / "tests" / "search"
+    assert sorted(path.name for path in here.glob("test_*.py")) == []
+    folders = {path.parent.name for path in here.glob("*/test_*.py")}
+    subpackages = {layer.removeprefix("search.") for layer in SEARCH_LAYERS if layer != "search.exceptions"}
+    assert folders - subpackages == {"e2e"}
+
+
 def test_import_trainer_leaves_optuna_and_mlflow_out() -> None:
     code = (
         "import sys, trainer\n"

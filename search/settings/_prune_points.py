@@ -20,7 +20,7 @@ pruner it built; the rules:
 
 The first ask of an attempt is always made, but for ``none`` (a retry's inherited rungs are caught
 up there).
-``tests/search/test_pruning_equivalence.py`` checks that the decisions are those of asking at
+``tests/search/execution/test_pruning_equivalence.py`` checks that the decisions are those of asking at
 every epoch, for every pruner the CLI offers.
 """
 

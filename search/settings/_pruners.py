@@ -6,7 +6,7 @@ another Hyperband bracket (brackets hash the trial number), where the inherited 
 may leave it unprunable, and the dead attempt would keep voting in the rungs next to its retry.
 Here a retry keeps its logical trial's number for its bracket, and an attempt that has a retry
 (it is superseded) takes no part: the decisions are those of a single process that never lost
-a worker (``tests/search/test_pruning_equivalence.py``).
+a worker (``tests/search/execution/test_pruning_equivalence.py``).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ def _run(*args: str, cwd: Path) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_simulated_workers_on_the_surrogate(tmp_path):
     pytest.importorskip("onnxruntime")
     out = _run("simulate", "--tasks", "3945", "--workers", "1,4", "--seeds", "1", "--trials", "24",
@@ -55,6 +56,7 @@ def test_simulated_workers_on_the_surrogate(tmp_path):
     assert (tmp_path / "sim" / "anytime.html").stat().st_size > 100_000  # plotly.js inlined
 
 
+@pytest.mark.slow
 def test_the_real_service_against_the_sequential_script(tmp_path):
     out = _run("service", "--problem", "resmlp-digits", "--workers", "1", "--seeds", "1", "--trials", "3",
                "--strategies", "default,script", "--study-option", "search_epochs=2", "--out", str(tmp_path / "svc"),
@@ -123,6 +125,7 @@ def test_the_script_baselines_are_what_users_copy():
     assert not found["optuna-parallel"].sequential and found["optuna-parallel"].build is bench._script_study
 
 
+@pytest.mark.slow
 def test_optuna_parallel_mode_runs_the_script_in_w_processes_on_one_storage_within_the_budget():
     bench = _bench_module()
     sleep = str(ROOT / "benchmarks" / "studies" / "sleep_study.py")

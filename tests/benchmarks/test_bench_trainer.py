@@ -17,6 +17,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=SCRIPT.parents[1])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_tiny_run_prints_each_clock_with_both_ratios():
     proc = _run("--epochs", "1", "--repeats", "2", "--rows", "256", "--batch", "32", "--width", "16",
                 "--threads", "1")  # fmt: skip

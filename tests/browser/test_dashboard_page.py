@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from browser_helpers import free_port, screenshot, wait_for_text
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_dashboard_shows_the_study_and_its_trials(small_search, serve, driver):

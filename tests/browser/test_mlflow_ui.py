@@ -14,6 +14,7 @@ def _runs(small_search) -> tuple[object, list]:
     return client, client.search_runs([experiment.experiment_id], max_results=100)
 
 
+@pytest.mark.slow
 def test_trial_runs_share_param_and_metric_names(small_search):
     """MLflow's compare view lines runs up by name: every trial must log the same keys."""
     client, runs = _runs(small_search)
@@ -31,6 +32,7 @@ def test_trial_runs_share_param_and_metric_names(small_search):
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_mlflow_ui_lists_the_trials_under_the_study_run(small_search, serve, driver):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

@@ -7,7 +7,7 @@ import re
 import pytest
 from browser_helpers import screenshot, search_cli
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_report_renders_every_figure_without_console_errors(small_search, driver, tmp_path):

@@ -7,6 +7,7 @@ Trials of ``demo`` (4 search epochs, minimize val_loss, budget 8):
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import Any
 import pytest
 
 SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "sleep_study.py"
+
+# The tests in the folders below import ``search_helpers``, which sits next to this file.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SEARCH_EPOCHS = 4
 BUDGET = 8

@@ -108,6 +108,7 @@ def test_a_busy_worker_holds_a_bounded_number_of_connections(pg_server, pg_datab
     assert "keepalives=1" in tracker.location.tracking_uri
 
 
+@pytest.mark.slow
 def test_a_database_whose_default_isolation_is_repeatable_read_still_claims_exactly(pg_server, pg_url, tmp_path, cli):
     """The claim's count must see every commit: our connections run at READ COMMITTED whatever the
     database's or role's default, and a search on such a database spends exactly its budget."""

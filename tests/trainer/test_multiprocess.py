@@ -19,6 +19,9 @@ import trainer
 HERE = Path(__file__).resolve().parent
 
 
+pytestmark = pytest.mark.slow  # every test reads the `reports` of one two-process run (about 13 s)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -77,3 +77,9 @@ class ListSink:
 def same_weights(a: nn.Module, b: nn.Module) -> bool:
     pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
     return all(torch.equal(p, q) for p, q in pairs)
+
+
+def fit_blobs(config: trainer.TrainConfig, model: nn.Module | None = None, **kwargs) -> trainer.FitResult:
+    """``trainer.fit`` of a small residual MLP (or ``model``) on 128 rows of blobs, validated on 64."""
+    model = residual_mlp(8, 16, 3) if model is None else model
+    return trainer.fit(model, blobs(128), blobs(64, seed=1), trainer.Classification(3), config, **kwargs)

@@ -2,7 +2,7 @@
 prune a trial whose value at an epoch is worse than ``factor`` times the best complete trial's
 value at that epoch (a minimised metric), from epoch ``warmup`` on.
 
-``tests/search/test_pruner_registry.py`` registers it with the one line a developer would add to
+``tests/search/settings/test_pruner_registry.py`` registers it with the one line a developer would add to
 ``search/settings/pruners/__init__.py`` and runs a study with it.
 """
 

@@ -1,0 +1,62 @@
+"""`search start --timeout` and `--stop-at`: no new trial after them, running trials finish, the
+budget stays exact, the summary says why, and the same command goes on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from search.exceptions import SearchError
+from search.settings import parse_duration
+
+SLEEP = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
+QUICK = ("--study", SLEEP, "--workers", "1", "--no-retrain", "--pruner", "none", "--patience", "off",
+         "--study-option", "epochs=2", "--study-option", "epoch_seconds=0.3")  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1.5d", 129600),
+                                               (" 2H ", 7200), (5, 5), (0.5, 0.5)])  # fmt: skip
+def test_durations_read_as_people_write_them(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-5m", "soon", "2 hours", "", "1e3", True])
+def test_a_bad_duration_is_one_line_naming_the_flag(text):
+    with pytest.raises(SearchError, match=r"^--timeout must be a positive duration such as 90s, 30m, 2h or 1.5d"):
+        parse_duration(text)
+
+
+@pytest.mark.slow
+def test_a_bad_timeout_creates_nothing(cli, tmp_path):
+    proc = cli("start", *QUICK, "--trials", "3", "--timeout", "soon", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--timeout must be a positive" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def _counts(cli, cwd):
+    return json.loads(cli("status", "--name", "sleep", "--json", cwd=cwd, check=True).stdout)
+
+
+@pytest.mark.slow
+def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path):
+    proc = cli("start", *QUICK, "--trials", "40", "--timeout", "6s", cwd=tmp_path, check=True)
+    status = _counts(cli, tmp_path)
+    assert 1 <= status["finished"] < 40 and status["running"] == status["waiting"] == 0
+    assert status["budget"] == status["finished"] and status["done"]
+    assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 40 asked" in (
+        proc.stdout)  # fmt: skip
+    again = cli("start", *QUICK, "--trials", "40", cwd=tmp_path, check=True)  # no limit this time
+    assert "ended early" not in again.stdout
+    status = _counts(cli, tmp_path)
+    assert (status["finished"], status["budget"], status["complete"]) == (40, 40, 40)
+
+
+@pytest.mark.slow
+def test_stop_at_ends_the_search_once_the_best_value_reaches_it(cli, tmp_path):
+    # The sleep study's loss is the squared distance of x in [-2, 2] from 0.3: at most 5.29.
+    proc = cli("start", *QUICK, "--trials", "40", "--stop-at", "6", cwd=tmp_path, check=True)
+    status = _counts(cli, tmp_path)
+    assert 1 <= status["finished"] < 40 and status["best_value"] <= 6
+    assert "the search ended early: --stop-at 6 reached (best " in proc.stdout

@@ -1,0 +1,160 @@
+"""Running ``search`` in the background against the real PostgreSQL server, and reading what it did.
+
+Shared by the fault-tolerance tests (workers that die, stopped searches, database outages, trials
+that go wrong, bad input). ``tests/search/conftest.py`` puts this folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
+FAULTY_STUDY = Path(__file__).resolve().parent / "data" / "faulty_study.py"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+GRACE_S = 3
+FAST = [
+    "--heartbeat-interval",
+    "1",
+    "--grace-period",
+    str(GRACE_S),
+    "--pruner",
+    "none",
+    "--no-retrain",
+    "--checkpoint-every",
+    "0",
+    "--patience",
+    "off",
+]  # every epoch: these trials are seconds long, and they test resuming; each trains every epoch
+
+
+# -- running `search` in the background --------------------------------------------------------
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")}
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def spawn(args: list[str], cwd: Path, log: Path, **popen: Any) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "search", *args], cwd=cwd, env=clean_env(), stdout=out,
+                                stderr=subprocess.STDOUT, **popen)  # fmt: skip
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def fresh_database(admin_url: str) -> Iterator[str]:
+    """A fresh database, dropped afterwards (pre-pinged, so it survives a server restart)."""
+    import sqlalchemy
+
+    name = f"hpsearch_ft_{uuid.uuid4().hex[:10]}"
+    admin = sqlalchemy.create_engine(admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            conn.execute(sqlalchemy.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n AND pid <> pg_backend_pid()"
+            ), {"n": name})  # fmt: skip
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+class StudyWatch:
+    """Reads a study that a background ``search start`` creates, once it is ready for workers."""
+
+    def __init__(self, url: str, name: str, timeout: float = 90) -> None:
+        import storage
+
+        self.name = name
+        wait_for(lambda: self._ready(url), timeout, f"study {name!r} to be created")
+        self.storage = storage.open_optuna_storage(url)
+        self.study_id = self.storage.get_study_id_from_name(name)
+
+    def _ready(self, url: str) -> bool:
+        import sqlalchemy
+
+        import storage
+
+        if not storage.has_optuna_tables(url):
+            return False
+        engine = storage.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                # Workers need the study's MLflow parent run, its last part to be created.
+                query = sqlalchemy.text(
+                    "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
+                    "WHERE s.study_name = :n AND a.key = 'hpsearch.mlflow_parent_run_id'"
+                )
+                return bool(conn.execute(query, {"n": self.name}).scalar())
+        finally:
+            engine.dispose()
+
+    def trials(self) -> list[Any]:
+        return self.storage.get_all_trials(self.study_id)
+
+    def trial(self, number: int) -> Any:
+        return next(t for t in self.trials() if t.number == number)
+
+    def running_at(self, epoch: int, with_run: bool = False) -> Any:
+        """A RUNNING first attempt (not a retry, which inherits reports) that has reported ``epoch``
+        (and, ``with_run``, recorded its MLflow run: a worker's first run waits for MLflow's import)."""
+        for t in self.trials():
+            fresh = "failed_trial" not in t.system_attrs
+            if fresh and t.state.name == "RUNNING" and max(t.intermediate_values, default=0) >= epoch \
+                    and (not with_run or "mlflow_run_id" in t.user_attrs):  # fmt: skip
+                return t
+        return None
+
+
+def logical(trial: Any) -> int:
+    return int(trial.system_attrs.get("failed_trial", trial.number))
+
+
+def assert_exact_budget(trials: list[Any], budget: int) -> None:
+    """Every logical trial finished exactly once: none left RUNNING or WAITING, none counted twice."""
+    assert [t.number for t in trials if t.state.name in ("RUNNING", "WAITING")] == []
+    attempts: dict[int, list[Any]] = defaultdict(list)
+    for trial in trials:
+        attempts[logical(trial)].append(trial)
+    assert len(attempts) == budget, sorted(attempts)
+    for number, tries in attempts.items():
+        assert sum(t.state.name in ("COMPLETE", "PRUNED") for t in tries) <= 1, f"trial {number} finished twice"
+
+
+def newest_epoch(ckpt_dir: Path) -> int:
+    return max(int(p.stem.removeprefix("epoch-")) for p in ckpt_dir.glob("epoch-*.pt"))
+
+
+def mlflow_runs(project: Path) -> dict[str, Any]:
+    pass
