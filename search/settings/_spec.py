@@ -156,3 +156,16 @@ def new_rung(first: int, factor: int, step: int, last_asked: int) -> bool:
             return True
         rung *= factor
     return False
+
+
+def registry(package: str, entries: tuple[str, ...]) -> dict[str, Any]:
+    """``name -> class`` for ``entries`` of ``"_module:Class"`` in ``package``, in their order: one
+    line each, so adding a sampler or pruner is its module and one line."""
+    from importlib import import_module
+
+    found = {}
+    for entry in entries:
+        module, _, name = entry.partition(":")
+        spec = getattr(import_module(f"{package}.{module}"), name)
+        found[spec.name] = spec
+    return found

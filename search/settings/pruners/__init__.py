@@ -1,17 +1,13 @@
 """The pruners a ``--pruner`` spec may name: one module each, one line in ``PRUNERS``."""
 
-from search.settings._spec import PrunerSpec
-from search.settings.pruners._hyperband import Hyperband
-from search.settings.pruners._median import Median
-from search.settings.pruners._none import NoPruning
-from search.settings.pruners._successive_halving import SuccessiveHalving
+from search.settings._spec import PrunerSpec, registry
 
-PRUNERS: dict[str, type[PrunerSpec]] = {
-    "hyperband": Hyperband,
-    "successive-halving": SuccessiveHalving,
-    "median": Median,
-    "none": NoPruning,
-}
+PRUNERS: dict[str, type[PrunerSpec]] = registry(__name__, (
+    "_hyperband:Hyperband",
+    "_successive_halving:SuccessiveHalving",
+    "_median:Median",
+    "_none:NoPruning",
+))  # fmt: skip
 """Name -> its class, in the order ``--help`` lists them."""
 
-__all__ = ["PRUNERS", "Hyperband", "Median", "NoPruning", "PrunerSpec", "SuccessiveHalving"]
+__all__ = ["PRUNERS", "PrunerSpec"]

@@ -1,19 +1,14 @@
 """The samplers a ``--sampler`` spec may name: one module each, one line in ``SAMPLERS``."""
 
-from search.settings._spec import SamplerSpec
-from search.settings.samplers._cmaes import CmaEs
-from search.settings.samplers._gp import Gp
-from search.settings.samplers._qmc import Qmc
-from search.settings.samplers._random import Random
-from search.settings.samplers._tpe import Tpe
+from search.settings._spec import SamplerSpec, registry
 
-SAMPLERS: dict[str, type[SamplerSpec]] = {
-    "tpe": Tpe,
-    "gp": Gp,
-    "random": Random,
-    "qmc": Qmc,
-    "cmaes": CmaEs,
-}
+SAMPLERS: dict[str, type[SamplerSpec]] = registry(__name__, (
+    "_tpe:Tpe",
+    "_gp:Gp",
+    "_random:Random",
+    "_qmc:Qmc",
+    "_cmaes:CmaEs",
+))  # fmt: skip
 """Name -> its class, in the order ``--help`` lists them."""
 
-__all__ = ["SAMPLERS", "CmaEs", "Gp", "Qmc", "Random", "SamplerSpec", "Tpe"]
+__all__ = ["SAMPLERS", "SamplerSpec"]
