@@ -157,4 +157,8 @@ def newest_epoch(ckpt_dir: Path) -> int:
 
 
 def mlflow_runs(project: Path) -> dict[str, Any]:
-    pass
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{project}/mlflow.db")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_id: r for r in client.search_runs(experiments, max_results=500)}
