@@ -41,16 +41,16 @@ def _counts(cli, cwd):
 
 @pytest.mark.slow
 def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path):
-    proc = cli("start", *QUICK, "--trials", "40", "--timeout", "6s", cwd=tmp_path, check=True)
+    proc = cli("start", *QUICK, "--trials", "16", "--timeout", "6s", cwd=tmp_path, check=True)
     status = _counts(cli, tmp_path)
-    assert 1 <= status["finished"] < 40 and status["running"] == status["waiting"] == 0
+    assert 1 <= status["finished"] < 16 and status["running"] == status["waiting"] == 0
     assert status["budget"] == status["finished"] and status["done"]
-    assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 40 asked" in (
+    assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 16 asked" in (
         proc.stdout)  # fmt: skip
-    again = cli("start", *QUICK, "--trials", "40", cwd=tmp_path, check=True)  # no limit this time
+    again = cli("start", *QUICK, "--trials", "16", cwd=tmp_path, check=True)  # no limit this time
     assert "ended early" not in again.stdout
     status = _counts(cli, tmp_path)
-    assert (status["finished"], status["budget"], status["complete"]) == (40, 40, 40)
+    assert (status["finished"], status["budget"], status["complete"]) == (16, 16, 16)
 
 
 @pytest.mark.slow
