@@ -54,6 +54,10 @@ class TrialCounts:
         """Logical trials that reached a final state and will not be retried."""
         return self.logical - self.state("RUNNING") - self.state("WAITING")
 
+    def done(self, budget: int) -> bool:
+        """The budget's trials have all finished, and none runs or waits for a retry."""
+        return self.finished_logical >= budget and self.state("RUNNING") + self.state("WAITING") == 0
+
 
 def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
     return count_trials_and_attr(bind, study_id, None)[0]

@@ -269,8 +269,7 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
         coordinator.reap(study)
         counts = coordinator.counts()
         follower()
-        if counts.finished_logical >= coordinator.budget() and counts.state("RUNNING") == 0 \
-                and counts.state("WAITING") == 0:  # fmt: skip
+        if counts.done(coordinator.budget()):
             return True
         if counts.state("RUNNING") > 0:
             busy = time.monotonic()
@@ -281,7 +280,7 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
 
 def _finished(coordinator: Coordinator) -> bool:
     counts = coordinator.counts()
-    return counts.finished_logical >= coordinator.budget() and counts.state("RUNNING") + counts.state("WAITING") == 0
+    return counts.done(coordinator.budget())
 
 
 def _budget_spent(coordinator: Coordinator) -> bool:

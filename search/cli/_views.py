@@ -44,10 +44,7 @@ def follow(**kwargs: Any) -> None:
         while True:
             follower()
             counts = coordinator.counts()
-            if (
-                counts.finished_logical >= coordinator.budget()
-                and counts.state("RUNNING") + counts.state("WAITING") == 0
-            ):
+            if counts.done(coordinator.budget()):
                 break
             time.sleep(interval)
     except KeyboardInterrupt:
