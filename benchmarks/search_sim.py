@@ -104,25 +104,65 @@ def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
 
 def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, trials: int,
              epochs_budget: float = 0) -> Trace:  # fmt: skip
-    """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained."""
-    from search.settings import epochs_since_best, resolve_patience
+    """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained.
+
+    A pruner that pauses (freeze-thaw, ``search.settings.pausing_spec``) ends a trial as PRUNED at
+    a rung, as the service does, and a worker that frees up resumes the paused trial the pruner's
+    class names before it starts a new one, as the service's claim does: the resumption is a new
+    Optuna trial carrying the paused one's params, values and number (``failed_trial``), which goes
+    on from the epoch after the pause. A worker with nothing to do waits for the next event. The
+    pause and the resumption cost no simulated time.
+    """
+    from search.settings import epochs_since_best, pausing_spec, resolve_patience
 
     workers = 1 if strategy.sequential else workers
     study = _study(problem, strategy, seed)
     patience = resolve_patience(strategy.patience, problem.epochs)
+    pausing = pausing_spec(study.pruner)
     space = problem.space()
     trace = Trace(strategy.name, problem.name, workers, seed)
     queue: list[tuple[float, int, Any, Curve, int]] = []
+    paused: dict[int, tuple[optuna.trial.FrozenTrial, Curve, int]] = {}  # logical number -> trial, curve, epoch
+    logical: dict[int, int] = {}  # number of a resumption -> its logical trial's
     counter = 0
-    used = finished = 0
+    used = finished = started = idle = 0
     best = math.inf
 
-    def start(now: float) -> None:
+    def push(now: float, trial: Any, curve: Curve, epoch: int) -> None:
         nonlocal counter
+        counter += 1  # a fresh tie-breaker: the trials themselves do not compare
+        heapq.heappush(queue, (now + curve.seconds[epoch - 1], counter, trial, curve, epoch))
+
+    def resume(now: float) -> bool:
+        from search.settings._freeze_thaw import logical_values
+
+        if not paused:
+            return False
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        values = logical_values(study.get_trials(deepcopy=False, states=states))
+        number = pausing.to_resume(study.pruner, values, {n: e for n, (_, _, e) in paused.items()}, False)
+        if number is None:
+            return False
+        frozen, curve, epoch = paused.pop(number)
+        study.add_trial(optuna.trial.create_trial(
+            state=TrialState.WAITING, params=frozen.params, distributions=frozen.distributions,
+            intermediate_values=frozen.intermediate_values, system_attrs={"failed_trial": number},
+        ))  # fmt: skip
         trial = study.ask(space)
-        curve = problem.curve(dict(trial.params))
-        counter += 1
-        heapq.heappush(queue, (now + curve.seconds[0], counter, trial, curve, 1))
+        logical[trial.number] = number
+        push(now, trial, curve, epoch + 1)
+        return True
+
+    def start(now: float) -> bool:
+        nonlocal started
+        if pausing is not None and resume(now):
+            return True
+        if started >= trials and used >= epochs_budget:
+            return False
+        trial = study.ask(space)
+        started += 1
+        push(now, trial, problem.curve(dict(trial.params)), 1)
+        return True
 
     for _ in range(workers):
         start(0.0)
@@ -133,20 +173,28 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
         if not pruned and epoch < problem.epochs and not stalled:
-            counter += 1  # a fresh tie-breaker: the trials themselves do not compare
-            heapq.heappush(queue, (now + curve.seconds[epoch], counter, trial, curve, epoch + 1))
+            push(now, trial, curve, epoch + 1)
+            if idle and pausing is not None and epoch in study.pruner.rungs:  # a rung filled: one may resume
+                while idle and resume(now):
+                    idle -= 1
             continue
-        finished += 1
+        number = logical.get(trial.number, trial.number)
+        resumed = number != trial.number  # counted as finished when it paused
         if pruned:
             study.tell(trial, state=TrialState.PRUNED)
+            if pausing is not None:
+                paused[number] = (study.trials[trial.number], curve, epoch)
         else:
             value = min(curve.values[:epoch])
             study.tell(trial, value)
             trace.curves.append(curve.values)  # the problem's whole curve, for its rank correlations
             best = min(best, value)
+        if not resumed:
+            finished += 1
         trace.events.append(Event(now, used, finished, best))
-        if finished + len(queue) < trials or used < epochs_budget:
-            start(now)
+        idle += 1
+        while idle and start(now):
+            idle -= 1
     return trace
 
 

@@ -13,17 +13,22 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
-# Physical trials by state and how many are retries; one study user attribute (``:key``, none when
-# NULL) rides on an extra row whose state is NULL (a study with no trials has no other row).
+# Physical trials by state, how many are retries, resumptions of paused trials and paused attempts;
+# one study user attribute (``:key``, none when NULL) rides on an extra row whose state is NULL (a
+# study with no trials has no other row).
 _COUNTS = sqlalchemy.text(
     """
-    SELECT NULL AS state, 0 AS n, 0 AS retries,
+    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS resumed, 0 AS paused,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
     SELECT t.state, count(*) AS n,
-           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries, NULL AS attr
+           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries,
+           sum(CASE WHEN r.trial_id IS NULL THEN 0 ELSE 1 END) AS resumed,
+           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused, NULL AS attr
     FROM trials t
     LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
+    LEFT JOIN trial_user_attributes r ON r.trial_id = t.trial_id AND r.key = 'resumed_from'
+    LEFT JOIN trial_user_attributes p ON p.trial_id = t.trial_id AND p.key = 'paused_at' AND t.state = 'PRUNED'
     WHERE t.study_id = :sid
     GROUP BY t.state
     """
@@ -36,9 +41,28 @@ class TrialCounts:
 
     by_state: dict[str, int]
     retries: int
+    resumed: int = 0
+    """Resumptions of paused trials (freeze-thaw): each continues one paused, PRUNED attempt."""
+    paused_attempts: int = 0
+    """PRUNED attempts that paused, resumed since or not."""
 
     def state(self, name: str) -> int:
         return self.by_state.get(name, 0)
+
+    @property
+    def pruned(self) -> int:
+        """Logical trials that ended pruned (or paused, never resumed): not the paused attempts resumed since."""
+        return self.state("PRUNED") - self.resumed
+
+    @property
+    def paused(self) -> int:
+        """Paused trials that no attempt continues (yet): they end as they are if none resumes them."""
+        return self.paused_attempts - self.resumed
+
+    @property
+    def failed(self) -> int:
+        """Logical trials that ended failed (their retries spent, or none allowed)."""
+        return self.finished_logical - self.state("COMPLETE") - self.pruned
 
     @property
     def total(self) -> int:
@@ -75,4 +99,6 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
     raw = next((r.attr for r in rows if r.state is None), None)
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    return TrialCounts(by_state, sum(int(r.retries or 0) for r in states)), None if raw is None else json.loads(raw)
+    counts = TrialCounts(by_state, *(sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "resumed",
+                                                                                           "paused")))  # fmt: skip
+    return counts, None if raw is None else json.loads(raw)

@@ -36,6 +36,9 @@ class Infra:
     caller that deletes a finished run's checkpoints unread (a search's trials), which then saves
     that write; a run killed after its last epoch loses at most ``checkpoint_every`` seconds, as one
     killed earlier. No effect when ``checkpoint_every`` is 0."""
+    checkpoint_at: frozenset[int] = frozenset()
+    """Epochs after which a checkpoint is always written, whatever ``checkpoint_every`` says: where
+    a caller may stop the run to resume it later (a search's paused trials)."""
     resume: bool = True
     """Resume from the newest good checkpoint in ``checkpoint_dir`` when there is one."""
     cpu: bool = False
@@ -80,4 +83,5 @@ class Infra:
         """Plain types only, so the dict survives ``torch.load(weights_only=True)`` and JSON."""
         out = dataclasses.asdict(self)
         out["checkpoint_dir"] = None if self.checkpoint_dir is None else str(self.checkpoint_dir)
+        out["checkpoint_at"] = sorted(self.checkpoint_at)
         return out

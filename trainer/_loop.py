@@ -232,7 +232,8 @@ def _checkpoint_due(run: Run, epoch: int, epoch_seconds: float) -> bool:
     """After every epoch, or (``checkpoint_every``) when waiting for the next one would lose more;
     the main process decides for all, since writing one is a collective (gathers, FSDP state)."""
     every, last = run.infra.checkpoint_every, epoch == run.config.epochs and run.infra.checkpoint_last
-    due = not every or last or time.perf_counter() - run.saved_at + epoch_seconds >= every
+    due = not every or last or epoch in run.infra.checkpoint_at
+    due = due or time.perf_counter() - run.saved_at + epoch_seconds >= every
     if run.accelerator.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from search.api._locations import MLFLOW_TRACKING_ENV
 from search.observation import RetrainView, study_summary
@@ -24,7 +24,8 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
     summary = study_summary(coordinator)
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
-          f"({summary['complete']} complete, {summary['pruned']} pruned, {summary['failed']} failed)")  # fmt: skip
+          f"({summary['complete']} complete, {summary['pruned']} pruned{_paused(summary)}, "
+          f"{summary['failed']} failed)")  # fmt: skip
     if summary.get("ended_early"):
         ended = summary["ended_early"]
         print(f"  the search ended early: {ended['reason']}; no new trial after {ended['claimed']} of the "
@@ -139,3 +140,9 @@ def _shown_tracking(loc: Locations) -> bool:
     default_tracking = storage.resolve_tracking(None, loc.project_dir, None).tracking_uri
     tracking_from_env = os.environ.get(ENV_TRACKING) or os.environ.get(MLFLOW_TRACKING_ENV)
     return loc.tracking_uri != default_tracking and not tracking_from_env
+
+
+def _paused(summary: dict[str, Any]) -> str:
+    """`` (3 paused ...)`` when freeze-thaw left paused trials that no worker resumed: they end pruned."""
+    paused = summary.get("paused") or 0
+    return f" ({paused} paused, never resumed)" if paused else ""

@@ -19,7 +19,7 @@ from search.api._options import LocalWorkers, StartOptions, check_flags, start_w
 from search.api._output import final_summary, watch_hints
 from search.api._resume import resume_options, start_name
 from search.api._signals import interrupted_exit_code
-from search.coordination import Coordinator, EarlyStop
+from search.coordination import Coordinator, EarlyStop, study_finished
 from search.exceptions import SearchError, WorkerFaultError
 from search.execution import (
     Restarts,
@@ -269,7 +269,7 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
         coordinator.reap(study)
         counts = coordinator.counts()
         follower()
-        if counts.done(coordinator.budget()):
+        if counts.done(coordinator.budget()) and study_finished(coordinator, study):
             return True
         if counts.state("RUNNING") > 0:
             busy = time.monotonic()
@@ -279,8 +279,7 @@ def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0
 
 
 def _finished(coordinator: Coordinator) -> bool:
-    counts = coordinator.counts()
-    return counts.done(coordinator.budget())
+    return study_finished(coordinator)
 
 
 def _budget_spent(coordinator: Coordinator) -> bool:

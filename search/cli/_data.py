@@ -70,7 +70,10 @@ def _table(rows: list[Any]) -> list[str]:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
         detail = params if r.state != "FAIL" else (r.fail_reason or "no reason recorded").splitlines()[0][:80]
         state = r.state
-        if r.retried_as is not None:  # an attempt a retry continues: not a failed trial (the summary agrees)
+        if "paused_at" in r.extra and r.state == "PRUNED":  # freeze-thaw: its checkpoint kept to resume
+            resumed = f"; resumed as trial {r.retried_as}" if r.retried_as is not None else ""
+            state, detail = "PAUSED", f"{detail}; at epoch {r.extra['paused_at']}{resumed}"
+        elif r.retried_as is not None:  # an attempt a retry continues: not a failed trial (the summary agrees)
             state, detail = "RETRIED", f"{detail}; continued by trial {r.retried_as}"
         epochs = f"{r.epochs} (stopped)" if "stopped_epoch" in r.extra else str(r.epochs)  # --patience
         if r.state == "WAITING":  # a queued retry: where it resumes is known once its checkpoint is read

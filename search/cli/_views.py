@@ -35,6 +35,7 @@ def follow(**kwargs: Any) -> None:
 
     from search.api._open import open_existing_with_locations
     from search.api._output import watch_hints
+    from search.coordination import study_finished
     from search.observation import make_follower
 
     interval = kwargs.pop("interval")
@@ -44,7 +45,7 @@ def follow(**kwargs: Any) -> None:
         while True:
             follower()
             counts = coordinator.counts()
-            if counts.done(coordinator.budget()):
+            if counts.done(coordinator.budget()) and study_finished(coordinator):
                 break
             time.sleep(interval)
     except KeyboardInterrupt:

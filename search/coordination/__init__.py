@@ -10,6 +10,7 @@ from search.coordination._coordinator import (
     Coordinator,
 )
 from search.coordination._liveness import heartbeat, keep_alive
+from search.coordination._paused import study_finished
 from search.coordination._reaper import (
     FAIL_REASON_ATTR,
     INTERRUPTED,
@@ -44,6 +45,7 @@ __all__ = [
     "EarlyStop",
     "best_value",
     "stop_new_trials",
+    "study_finished",
     "WORKERS_ATTR",
     "Coordinator",
     "RetryDeadTrial",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import storage as st
+from search.coordination._paused import resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
@@ -52,6 +53,8 @@ class Coordinator:
         self.storage: RDBStorage = st.open_optuna_storage(url, schema_checked=schema_checked)
         self.on_reaped: Callable[[FrozenTrial], None] | None = None
         """Called with each dead trial this process fails (a worker ends its MLflow run)."""
+        self.can_resume: Callable[[int], bool] = lambda number: True
+        """Whether this process can resume paused logical trial ``number`` (a worker: its checkpoint is here)."""
         self._study_id: int | None = None
 
     def study_id(self) -> int:
@@ -271,6 +274,9 @@ class Coordinator:
                 )
                 if popped is not None:
                     return popped, counts
+            resumed = resume_paused(self, study, conn)  # freeze-thaw: a paused trial that earned it
+            if resumed is not None:
+                return resumed, counts
             if counts.logical >= int(budget or 0):
                 return None, counts
             if conn is None:

@@ -9,7 +9,7 @@ retry is queued before the dead trial is failed, and never queued twice for one 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import storage as st
 from search.coordination._resilience import OUTAGE
@@ -51,11 +51,13 @@ class RetryDeadTrial:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.queue(study, trial)
 
-    def queue(self, study: optuna.Study, trial: FrozenTrial, free: bool = False) -> int | None:
+    def queue(self, study: optuna.Study, trial: FrozenTrial, free: bool = False,
+              user_attrs: dict[str, Any] | None = None) -> int | None:  # fmt: skip
         """Queue the retry of ``trial``; its id, or None when it has one already or no retries are left.
 
-        A ``free`` retry (its attempt failed of the worker's machine: a full disk) is not counted
-        against ``max_retry``; the attempts it follows are listed in ``free_retries``.
+        A ``free`` retry (its attempt failed of the worker's machine: a full disk; or it is a paused
+        trial's resumption) is not counted against ``max_retry``; the attempts it follows are listed
+        in ``free_retries``. ``user_attrs``: the retry's, instead of the attempt's (but ``fail_reason``).
         """
         import optuna
 
@@ -68,7 +70,8 @@ class RetryDeadTrial:
         system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                         "retry_history": history, FREE_RETRIES_ATTR: frees}  # fmt: skip
         # The retry starts clean: the attempt's failure is the attempt's, not the retry's.
-        user_attrs = {key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR}
+        if user_attrs is None:
+            user_attrs = {key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR}
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
             user_attrs=user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,

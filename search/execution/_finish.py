@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
+from search.settings import PAUSED_AT_ATTR, pausing_spec
 from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
@@ -44,11 +45,13 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     from optuna.trial import TrialState
 
     pruned = hook.pruned_epoch is not None
+    # Freeze-thaw: "pruned" is paused, told as PRUNED (what it is if it never resumes), checkpoint kept.
+    paused = pruned and pausing_spec(ctx.optuna_study.pruner) is not None
     value = None if pruned else _best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
-    state = "PRUNED" if pruned else "COMPLETE"
+    state = "PAUSED" if paused else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
     if pruned:
-        tags["hpsearch.pruned_epoch"] = hook.pruned_epoch
+        tags["hpsearch.paused_epoch" if paused else "hpsearch.pruned_epoch"] = hook.pruned_epoch
     stopped = None if pruned or not result.stopped_early else hook.stopped_epoch
     if stopped is not None:  # --patience: complete, its value its best epoch's
         tags["hpsearch.stopped_epoch"] = stopped
@@ -71,6 +74,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     }
     if stopped is not None:
         attrs["stopped_epoch"] = stopped
+    if paused:
+        attrs[PAUSED_AT_ATTR] = hook.pruned_epoch
     attrs |= _speed_attrs(result.history)
     if final := final_metrics(result.history):
         attrs["final_metrics"] = final

@@ -19,7 +19,7 @@ from search.execution._finish import finish_failed, finish_ok, finish_unstarted,
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import params_dict, resolve_patience, study_dir
+from search.settings import params_dict, pausing_spec, resolve_patience, study_dir
 from storage import cached_frozen_trial, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
                 _close_board(board, ctx.record.metric, outcome)
     if broken is not None:
         raise EnvironmentFailure(f"{broken} in trial {trial.number}, which is requeued; this worker stops")
-    if outcome.state != "LOST" and not outcome.retried:  # a retry resumes from these checkpoints
+    # A retry resumes from these checkpoints, as does a paused trial once a worker resumes it.
+    if outcome.state not in ("LOST", "PAUSED") and not outcome.retried:
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         with contextlib.suppress(OSError):  # the study's folder, once its last trial's is gone (not if others are left)
@@ -170,6 +171,8 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         checkpoint_every=ctx.record.settings.checkpoint_every,  # ranks of a group follow rank 0's decisions
         checkpoint_last=False,  # a finished trial's checkpoints are deleted unread (run_trial)
     )
+    if pausing_spec(ctx.optuna_study.pruner) is not None:  # where it may pause, it resumes later
+        infra = infra.replace(checkpoint_at=frozenset(ctx.optuna_study.pruner.rungs))
     if ctx.gang is not None:
         config = config.replace(sharding=group_sharding())
         retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")

@@ -15,7 +15,7 @@ from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
 from search.execution._machine import idle_wait
 from search.execution._trial import run_trial
-from search.settings import load_study
+from search.settings import load_study, pausing_spec, study_dir
 from search.tracking import Tracker
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
         gc.collect()
     gc.freeze()
     parent = ParentRun(attrs, lambda: retrying(coordinator.study_user_attrs, "reading the study's parent run"))
+    # A paused trial resumes from its checkpoint: only where that is (a shared root: any worker).
+    coordinator.can_resume = lambda number: (study_dir(loc.checkpoint_root, study_name) / f"trial-{number}").is_dir()
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
         record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
@@ -142,6 +144,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.
             if counts.state("RUNNING") == 0:
+                discard_paused(ctx)
                 break
             idle_wait(IDLE_POLL_S)  # less if a sibling found the study over
             continue
@@ -149,6 +152,25 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
         report.outcomes.append(outcome)
         log.info("trial %d %s%s", outcome.number, outcome.state, f" ({outcome.reason})" if outcome.reason else "")
     return report
+
+
+def discard_paused(ctx: WorkerContext) -> None:
+    """The study is over: the checkpoints of its paused trials that no worker resumed are not
+    needed any more (each stays PRUNED, with the values it reported)."""
+    import shutil
+
+    import storage as st
+    from search.settings import PAUSED_AT_ATTR
+
+    if pausing_spec(ctx.optuna_study.pruner) is None:
+        return
+    engine, sid = ctx.coordinator.storage.engine, ctx.coordinator.study_id()
+    paused = retrying(lambda: st.paused_trials(engine, sid, PAUSED_AT_ATTR), "reading paused trials")
+    root = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name)
+    for number in paused:
+        shutil.rmtree(root / f"trial-{number}", ignore_errors=True)
+    if paused:
+        log.info("the study is over: removed the checkpoints of %d paused trials", len(paused))
 
 
 def default_worker_id(index: int) -> str:

@@ -74,7 +74,8 @@ def finished_line(row: TrialRow) -> str:
     took = "" if row.duration_seconds is None else f" in {duration(row.duration_seconds)}"
     where = f" on {row.worker}" if row.worker else ""
     if row.state == "PRUNED":
-        return f"trial {row.number} PRUNED at epoch {row.epochs}{took}{where}"
+        paused = "PAUSED" if "paused_at" in row.extra else "PRUNED"  # freeze-thaw: a worker may resume it
+        return f"trial {row.number} {paused} at epoch {row.epochs}{took}{where}"
     if row.state == "COMPLETE":
         value = "" if row.value is None else f" {row.value:.5g}"
         return f"trial {row.number} COMPLETE{value} after {row.epochs} epochs{took}{where}"

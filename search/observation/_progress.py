@@ -55,6 +55,8 @@ class Snapshot:
     best_params: dict[str, Any] = field(default_factory=dict)
     recent_failures: list[tuple[int, str]] = field(default_factory=list)
     """The last few failed trials, newest last: number and the first line of the reason."""
+    paused: int = 0
+    """Of the pruned: paused trials (freeze-thaw) that a worker may still resume."""
 
     @property
     def done(self) -> bool:
@@ -66,9 +68,12 @@ class Snapshot:
         eta = "done" if self.done else "-" if self.eta_seconds is None else duration(self.eta_seconds)
         return (
             f"{self.study}: {self.finished}/{self.budget} finished, {self.running} running, "
-            f"{self.complete} complete, {self.pruned} pruned, {self.failed} failed, best {best}, "
+            f"{self.complete} complete, {self.pruned} pruned{self.paused_note()}, {self.failed} failed, best {best}, "
             f"{self.trials_per_minute:.1f} trials/min, ETA {eta}"
         )
+
+    def paused_note(self) -> str:
+        return f" ({self.paused} paused)" if self.paused else ""
 
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
@@ -127,8 +132,8 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         study=coordinator.study_name, metric=record.metric, direction=record.direction,
         search_epochs=record.search_epochs, budget=budget, finished=finished,
         running=counts.state("RUNNING"), waiting=counts.state("WAITING"), complete=counts.state("COMPLETE"),
-        pruned=counts.state("PRUNED"), failed=finished - counts.state("COMPLETE") - counts.state("PRUNED"),
-        retried=counts.retries, best_value=None if best is None else best.value,
+        pruned=counts.pruned, failed=counts.failed, retried=counts.retries, paused=counts.paused,
+        best_value=None if best is None else best.value,
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
         recent_failures=_recent_failures(trials),

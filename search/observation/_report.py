@@ -180,8 +180,8 @@ def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord
     best = "-" if snap.best_value is None else f"{snap.best_value:.6g} (trial {snap.best_trial})"
     rows: list[tuple[str, Any]] = [
         ("objective", f"{record.direction} {record.metric}"),
-        ("trials", f"{snap.finished}/{snap.budget} finished: {snap.complete} complete, {snap.pruned} pruned, "
-                   f"{snap.failed} failed; {snap.running} running"),
+        ("trials", f"{snap.finished}/{snap.budget} finished: {snap.complete} complete, {snap.pruned} pruned"
+                   f"{snap.paused_note()}, {snap.failed} failed; {snap.running} running"),
         ("best", best),
         *_best_params(coordinator, snap),
         ("sampler / pruner", f"{record.settings.sampler} / {record.settings.pruner}"),

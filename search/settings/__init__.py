@@ -9,6 +9,7 @@ from search.settings._algorithms import (
     validate,
 )
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
+from search.settings._freeze_thaw import PAUSED_AT_ATTR
 from search.settings._locations import (
     CONFIG_FILE,
     ENV_ARTIFACTS,
@@ -22,7 +23,7 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._names import MAX_NAME_LENGTH, NAME_RULE, check_study_name, remove_study_dir, study_dir
-from search.settings._prune_points import may_prune_at, reads_running_trials
+from search.settings._prune_points import may_prune_at, pausing_spec, reads_running_trials
 from search.settings._record import (
     FIRST_RUNG_ATTR,
     SearchSettings,
@@ -48,6 +49,7 @@ __all__ = [
     "ENV_STORAGE",
     "ENV_TRACKING",
     "FIRST_RUNG_ATTR",
+    "PAUSED_AT_ATTR",
     "PRUNERS",
     "PrunerSpec",
     "SAMPLERS",
@@ -67,6 +69,7 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "may_prune_at",
+    "pausing_spec",
     "reads_running_trials",
     "params_dict",
     "parse_options",

@@ -43,6 +43,12 @@ def may_prune_at(pruner: Any, step: int, last_asked: int | None, steps: Iterable
     return True if spec is None else bool(spec.may_prune_at(pruner, step, last_asked, steps))
 
 
+def pausing_spec(pruner: Any) -> Any:
+    """The registry class of ``pruner`` if its "prune" means pause (freeze-thaw), else None."""
+    spec = _spec_of(pruner)
+    return spec if spec is not None and spec.pauses else None
+
+
 def reads_running_trials(pruner: Any) -> bool:
     """Whether ``pruner`` reads other running trials (their values, their rung records): the median
     and percentile rules, Wilcoxon's and a threshold read only this trial's values and complete

@@ -114,6 +114,9 @@ class PrunerSpec(AlgorithmSpec):
     reads_running_trials: ClassVar[bool] = True
     """Whether its pruners read other running trials (their values, their rung records); those that
     do not are handed the running trials as first read (``storage.StudyTrials``)."""
+    pauses: ClassVar[bool] = False
+    """Whether its "prune" means *pause*: the trial ends as PRUNED with its checkpoint kept, and a
+    worker resumes it once :meth:`to_resume` names it (freeze-thaw, ``pruners/_asha.py``)."""
 
     @classmethod
     def built_types(cls) -> tuple[type, ...]:
@@ -130,6 +133,12 @@ class PrunerSpec(AlgorithmSpec):
     def may_prune_at(cls, pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:
         """Whether ``pruner`` could prune (or record a rung) at ``step`` (``search/settings/_prune_points.py``)."""
         return True
+
+    @classmethod
+    def to_resume(cls, pruner: Any, values: Any, paused: Any, maximize: bool) -> int | None:
+        """For a pruner that pauses: the paused logical trial to resume now, if any, given every
+        logical trial's reported values and the paused ones' epochs (logical number -> epoch)."""
+        return None
 
     def refuse(self, why: str) -> SearchError:
         return SearchError(f"bad pruner {self.text!r}: {why}")

@@ -5,6 +5,7 @@ from search.settings._spec import PrunerSpec, registry
 PRUNERS: dict[str, type[PrunerSpec]] = registry(__name__, (
     "_hyperband:Hyperband",
     "_successive_halving:SuccessiveHalving",
+    "_asha:Asha",
     "_median:Median",
     "_none:NoPruning",
 ))  # fmt: skip

@@ -1,0 +1,76 @@
+"""Freeze-thaw in the claim: which paused trial a worker asking for work resumes, and taking it.
+
+A paused trial is a PRUNED attempt with ``paused_at`` and its checkpoint kept (``search.execution``
+pauses it; ``search.settings._freeze_thaw`` is the rule). Resuming it queues its continuation as a
+retry is queued, and takes it, under the study lock that a claim holds. ``coordinator`` is the
+claiming :class:`search.coordination.Coordinator` (not imported: it imports this module).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import storage as st
+from search.coordination._reaper import RetryDeadTrial
+from search.coordination._resilience import retrying
+from search.settings import PAUSED_AT_ATTR, pausing_spec
+
+if TYPE_CHECKING:
+    import optuna
+    from sqlalchemy.engine import Connection
+
+log = logging.getLogger(__name__)
+
+
+def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None) -> int | None:
+    """Under the study lock, with a pruner that pauses (freeze-thaw): queue and take the
+    continuation of the paused trial its rule resumes now, if any; its id.
+
+    The continuation is queued as a retry is (the same logical trial, its params and values, its
+    attempt last in ``retry_history``), spending none of ``--max-retries``, and names the
+    attempt it resumes in ``resumed_from``; it goes on from the checkpoint kept at the pause.
+    """
+    found = resumable(coordinator, study, conn)
+    if found is None:
+        return None
+    paused_id, at = found
+    frozen = coordinator.storage.get_trial(paused_id)
+    callback = coordinator.storage.heartbeat_stale_trial_callback
+    attrs = {k: v for k in ("mlflow_run_id",) if (v := frozen.user_attrs.get(k)) is not None}
+    attrs["resumed_from"] = frozen.number
+    if isinstance(callback, RetryDeadTrial):
+        queued = callback.queue(study, frozen, free=True, user_attrs=attrs)
+    else:  # a study without heartbeats: no retries, but resumptions all the same
+        queued = RetryDeadTrial(coordinator.storage, 0).queue(study, frozen, free=True, user_attrs=attrs)
+    if queued is None:
+        return None
+    log.info("resuming trial %d from epoch %d (paused as trial %d)", frozen.system_attrs.get(
+        "failed_trial", frozen.number), at, frozen.number)  # fmt: skip
+    return st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, st.study_id(study))
+
+
+def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:
+    """The paused attempt (its id and epoch) that its pruner's rule resumes now, if the study's
+    pruner pauses; None if it does not, or no paused trial has earned it (or can resume here)."""
+    spec = pausing_spec(study.pruner)
+    if spec is None:
+        return None
+    bind = conn or coordinator.storage.engine
+    paused = {n: p for n, p in st.paused_trials(bind, st.study_id(study), PAUSED_AT_ATTR).items()
+              if coordinator.can_resume(n)}  # fmt: skip
+    if not paused:
+        return None
+    values = st.values_at(bind, st.study_id(study), sorted({at for _, at in paused.values()}))
+    maximize = study.direction.name == "MAXIMIZE"
+    number = spec.to_resume(study.pruner, values, {n: at for n, (_, at) in paused.items()}, maximize)
+    return None if number is None else paused[number]
+
+
+def study_finished(coordinator: Any, study: optuna.Study | None = None) -> bool:
+    """Every logical trial of the budget has finished, none runs or waits, and no paused trial has
+    earned its resumption (a worker is about to take it: the last trial to pause may have made it so)."""
+    if not coordinator.counts().done(coordinator.budget()):
+        return False
+    study = study or coordinator.load()
+    return retrying(lambda: resumable(coordinator, study), "looking for paused trials") is None

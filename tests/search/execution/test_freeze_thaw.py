@@ -1,0 +1,70 @@
+"""Freeze-thaw through ``search start``: trials pause at rungs, resume from their checkpoints, and the
+budget stays exact (SQLite and PostgreSQL, two real workers)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+RANKED_STUDY = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
+pytestmark = pytest.mark.slow
+
+
+def _check_freeze_thaw(workdir: Path, storage: str, proc, cli, env) -> None:
+    import optuna
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "paused, never resumed" in proc.stdout  # the summary tells paused trials from pruned ones
+    trials = optuna.load_study(study_name="ranked", storage=storage).get_trials(deepcopy=False)
+    by_logical: dict[int, list] = defaultdict(list)
+    for t in trials:
+        by_logical[int(t.system_attrs.get("failed_trial", t.number))].append(t)
+    assert len(by_logical) == 8  # the budget counts logical trials: a resumption is not a new one
+    assert not [t.number for t in trials if t.state.name in ("RUNNING", "WAITING", "FAIL")]
+    resumptions = [t for t in trials if "resumed_from" in t.user_attrs]
+    assert resumptions, "no paused trial was resumed"
+    continued = {t.user_attrs["resumed_from"] for t in resumptions}
+    for t in trials:
+        if t.state.name == "PRUNED":
+            assert t.user_attrs["paused_at"] in (1, 2)  # every "prune" is a pause at a rung
+    for number, attempts in by_logical.items():
+        final = [t for t in attempts if t.number not in continued]
+        assert len(final) == 1, f"trial {number} ended {len(final)} times"
+    paused_by_number = {t.number: t for t in trials}
+    for t in resumptions:
+        paused = paused_by_number[t.user_attrs["resumed_from"]]
+        # From the checkpoint kept at the pause: the model's epoch counter went on (a trial started
+        # over would report x + 1 at the epoch after the pause again), and no epoch was trained twice.
+        assert t.user_attrs["resumed_from_epoch"] == paused.user_attrs["paused_at"]
+        x = t.params["x"]
+        for epoch, value in t.intermediate_values.items():
+            assert value == pytest.approx(x + 1 / epoch, abs=1e-4), (t.number, epoch)
+        assert t.system_attrs["failed_trial"] == int(paused.system_attrs.get("failed_trial", paused.number))
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert complete and all(len(t.intermediate_values) == 4 for t in complete)
+    checkpoints = workdir / ".search" / "checkpoints" / "ranked"
+    assert not list(checkpoints.glob("trial-*")), "checkpoints of finished or abandoned paused trials were kept"
+    listing = cli("trials", "--name", "ranked", cwd=workdir, env=env, check=True).stdout
+    assert "PAUSED" in listing and "resumed as trial" in listing
+    rows = json.loads(cli("trials", "--name", "ranked", "--json", cwd=workdir, env=env, check=True).stdout)
+    assert sum("paused_at" in r["extra"] for r in rows) == sum(t.state.name == "PRUNED" for t in trials)
+
+
+def _start(cli, workdir: Path, env: dict[str, str]):
+    return cli("start", "--study", str(RANKED_STUDY), "--trials", "8", "--workers", "2", "--pruner",
+               "asha:min=1,factor=2", "--no-retrain", cwd=workdir, env=env, timeout=300)  # fmt: skip
+
+
+def test_trials_pause_and_resume_from_their_checkpoints_on_sqlite(cli, tmp_path):
+    proc = _start(cli, tmp_path, {})
+    _check_freeze_thaw(tmp_path, f"sqlite:///{tmp_path}/.search/optuna.db", proc, cli, {})
+
+
+@pytest.mark.postgres
+def test_trials_pause_and_resume_from_their_checkpoints_on_postgres(cli, tmp_path, pg_url):
+    env = {"SEARCH_STORAGE": pg_url}
+    proc = _start(cli, tmp_path, env)
+    _check_freeze_thaw(tmp_path, pg_url, proc, cli, env)
