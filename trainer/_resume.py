@@ -130,10 +130,11 @@ def _allowed_changes(run: Run, state: dict[str, Any], where: Path | None) -> lis
     refused = [c for c in changed if c[0].split(":")[0] not in run.infra.mutable]
     if refused:
         what = ", ".join(f"{k}={old!r} (now {new!r})" for k, old, new in refused)
-        allowed = ", ".join(sorted(run.infra.mutable)) or "none"
+        if run.infra.mutable:
+            what += f"; Infra.mutable lets only {', '.join(sorted(run.infra.mutable))} change"
+        fresh = "Infra(resume=False)" if run.infra.init_from is None else "Infra(resume=False, init_from=None)"
         raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {where}: it was trained with "
-            f"{what}; Infra.mutable lets only {allowed} change: resume with the same hyperparameters, "
-            "or start over with Infra(resume=False)"
+            f"cannot resume from epoch {state['epoch']} in {where}: it was trained with {what}; "
+            f"resume with the same hyperparameters, or start over with {fresh}"
         )
     return changed
