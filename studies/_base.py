@@ -107,6 +107,11 @@ class Study(Protocol):
     A study may also define ``train_infra(params, fidelity) -> trainer.Infra``: how its fits run
     (e.g. ``channels_last`` for a convolutional network), none of which changes what is trained.
     It is optional (read through :func:`study_infra`); the caller sets the checkpoint fields.
+
+    A study may also declare ``mutable_params: Mapping[str, str]``: the search params that may change
+    in the middle of a trial's training (population-based training), each mapped onto the trainer
+    field it sets (``lr``, ``weight_decay`` or ``dropout``, see ``trainer.MUTABLE_FIELDS``). Optional
+    too (read through :func:`studies.mutable_params`); without it no param may change.
     """
 
     name: str

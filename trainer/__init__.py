@@ -6,11 +6,12 @@ training through :class:`Hook` (may stop training) and :class:`MetricsSink` (rec
     result = trainer.fit(model, train, val, task, config, infra=infra, hooks=[prune_hook], sink=logger)
 
 ``config`` (:class:`TrainConfig`) is what is trained, the hyperparameters; ``infra`` (:class:`Infra`)
-is where and how: device, data workers, checkpoints. A resume may change the second, never the first.
+is where and how: device, data workers, checkpoints. A resume may change the second, and of the first
+only what ``infra.mutable`` names (lr, weight decay, dropout: population-based training).
 """
 
 from trainer._checkpoint import load_checkpoint, load_model_weights
-from trainer._config import MixedPrecision, TrainConfig
+from trainer._config import MUTABLE_FIELDS, MixedPrecision, TrainConfig
 from trainer._data import TensorData, TrainData
 from trainer._errors import CheckpointError, ConfigError, DivergenceError, TrainerError
 from trainer._evaluate import evaluate
@@ -18,12 +19,14 @@ from trainer._hooks import CheckpointListener, EarlyStopping, Hook, MetricsSink
 from trainer._infra import Infra
 from trainer._loop import fit
 from trainer._lr_find import LRRange, lr_range_test
+from trainer._mutation import Mutation
 from trainer._profile import Profile, profiled
 from trainer._result import FitResult
 from trainer._tasks import Classification, LanguageModeling, Regression, Task
 from trainer._tensorboard import FanOut, TensorBoardSink
 
 __all__ = [
+    "MUTABLE_FIELDS",
     "CheckpointError",
     "CheckpointListener",
     "Classification",
@@ -38,6 +41,7 @@ __all__ = [
     "LanguageModeling",
     "MetricsSink",
     "MixedPrecision",
+    "Mutation",
     "Profile",
     "Regression",
     "Task",

@@ -14,11 +14,16 @@ from trainer._errors import ConfigError
 
 MixedPrecision = Literal["no", "bf16", "fp16"]
 Sharding = Literal["ddp", "fsdp"]
+MUTABLE_FIELDS = frozenset({"lr", "weight_decay", "dropout"})
+"""What ``Infra.mutable`` may name: the two ``TrainConfig`` fields a resume can apply to a loaded
+optimizer and schedule, and ``dropout``, the rates of the model's dropout modules (the caller's
+model carries the new rates; the weights it is given hold none)."""
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """What is trained: every field shapes the result, so a resume refuses any change to one.
+    """What is trained: every field shapes the result, so a resume refuses any change to one
+    (but to those that ``Infra.mutable`` names).
 
     Infrastructure-independent: the same config runs on CPU or GPUs (see :class:`~trainer.Infra`).
     """

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer._config import _check
+from trainer._config import MUTABLE_FIELDS, _check
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,19 @@ class Infra:
     a caller may stop the run to resume it later (a search's paused trials)."""
     resume: bool = True
     """Resume from the newest good checkpoint in ``checkpoint_dir`` when there is one."""
+    init_from: Path | None = None
+    """Another run's checkpoint to start from when ``checkpoint_dir`` holds none of this run's own
+    to resume (population-based training's exploit step): a checkpoint file, or a run's checkpoint
+    directory (its newest usable checkpoint). Weights, optimizer, schedule, epoch and step counters
+    and RNG states are taken as it has them, so the fit goes on after its epoch; it is copied into
+    ``checkpoint_dir`` before the first epoch trains (needs ``checkpoint_dir``), so the source may be
+    deleted once a hook or the sink has been called, and a restarted fit resumes from the copy. The
+    copy's best epoch is its own. A damaged or missing source is a ``CheckpointError``."""
+    mutable: frozenset[str] = frozenset()
+    """What a resumed checkpoint (own or ``init_from``'s) may have had otherwise: a subset of
+    ``trainer.MUTABLE_FIELDS`` (``lr``, ``weight_decay``, ``dropout``). A change to one is applied after
+    the optimizer and schedule are loaded and recorded in ``FitResult.mutations``; a change to any
+    other field is still refused."""
     cpu: bool = False
     """Train on CPU even when CUDA is available."""
     num_workers: int = 2
@@ -74,6 +87,16 @@ class Infra:
         _check(self.num_workers >= 0, f"num_workers must be >= 0, got {self.num_workers}")
         if self.checkpoint_dir is not None and not isinstance(self.checkpoint_dir, Path):
             object.__setattr__(self, "checkpoint_dir", Path(self.checkpoint_dir))
+        if self.init_from is not None and not isinstance(self.init_from, Path):
+            object.__setattr__(self, "init_from", Path(self.init_from))
+        _check(
+            self.init_from is None or self.checkpoint_dir is not None,
+            "init_from needs a checkpoint_dir: the other run's checkpoint is copied there first",
+        )
+        names = [self.mutable] if isinstance(self.mutable, str) else self.mutable  # "lr" is not {"l", "r"}
+        object.__setattr__(self, "mutable", frozenset(names))
+        unknown = sorted(self.mutable - MUTABLE_FIELDS)
+        _check(not unknown, f"mutable may name {', '.join(sorted(MUTABLE_FIELDS))}, got {', '.join(unknown)}")
 
     def replace(self, **changes: Any) -> Infra:
         """Return a copy with ``changes`` applied (and validated)."""
@@ -84,4 +107,6 @@ class Infra:
         out = dataclasses.asdict(self)
         out["checkpoint_dir"] = None if self.checkpoint_dir is None else str(self.checkpoint_dir)
         out["checkpoint_at"] = sorted(self.checkpoint_at)
+        out["init_from"] = None if self.init_from is None else str(self.init_from)
+        out["mutable"] = sorted(self.mutable)
         return out

@@ -64,8 +64,12 @@ def fit(
     seconds needs), and with ``infra.resume`` a call continues after the newest checkpoint that loads
     (damaged ones are skipped with a ``RuntimeWarning``), ending with the weights an uninterrupted run
     would have. ``infra`` may differ from the interrupted run's; a checkpoint trained with another
-    ``config`` (any field, ``epochs`` included) or by another number of processes is refused with a
-    :class:`CheckpointError`.
+    ``config`` (any field, ``epochs`` included; the model's dropout rates too) or by another number of
+    processes is refused with a :class:`CheckpointError`, but for the fields ``infra.mutable`` names
+    (``lr``, ``weight_decay``, ``dropout``): those are applied to the loaded optimizer and schedule and
+    listed in ``FitResult.mutations``. With ``infra.init_from`` and no checkpoint of its own, the fit
+    starts from another run's checkpoint (copied into ``infra.checkpoint_dir`` first) and goes on
+    after that run's epoch.
 
     ``on_step`` is called after every optimizer step, e.g. ``trainer.profiled(...)``'s ``step``.
 
@@ -74,7 +78,8 @@ def fit(
             (``batch_size x grad_accum_steps x processes``) exceeds the training rows.
         DivergenceError: the training loss became NaN or infinite.
         CheckpointError: the checkpoint to resume from does not fit ``model`` or was trained with
-            another ``config`` or number of processes.
+            another ``config`` (beyond ``infra.mutable``) or number of processes, or
+            ``infra.init_from`` holds no usable checkpoint.
     """
     started = time.perf_counter()
     run = _setup(model, train, val, task, config, Infra() if infra is None else infra)
@@ -284,4 +289,5 @@ def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
         callback_seconds=run.callback_seconds,
         resumed_from_epoch=run.resumed_from,
         best_checkpoint=None if run.checkpoints is None or run.infra.checkpoint_every else run.checkpoints.best_path,
+        mutations=tuple(run.mutations),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainer._mutation import Mutation
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -34,6 +36,10 @@ class FitResult:
     """Epoch of the checkpoint this call resumed from (0 = started fresh)."""
     best_checkpoint: Path | None = None
     """Checkpoint file of ``best_epoch`` when checkpointing was on."""
+    mutations: tuple[Mutation, ...] = ()
+    """Every hyperparameter change of this run's lineage, oldest first: those the resumed checkpoint
+    carries (made when it, or the run it was taken from, resumed) and those this call applied, whose
+    ``epoch`` is ``resumed_from_epoch``. Empty for a run that never changed one."""
 
     @property
     def final_metrics(self) -> dict[str, float]:

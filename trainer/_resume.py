@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from accelerate.utils import gather_object
 
-from trainer._checkpoint import capture_rng, restore_rng
-from trainer._config import TrainConfig
+from trainer._checkpoint import RESUME_KEYS, Checkpointer, capture_rng, load_checkpoint, restore_rng
 from trainer._errors import CheckpointError
-from trainer._infra import Infra
+from trainer._mutation import Mutation, apply_to_optimizer, changed_hyperparameters, dropout_rates
 from trainer._run import Run
 from trainer._sharding import full_state, is_sharded, load_full_state
 
@@ -35,40 +34,67 @@ def snapshot(run: Run) -> dict[str, Any]:
         "val_loss": run.history[-1]["val_loss"],
         "best_epoch": run.best_epoch,
         "best_val_loss": run.best_val_loss,
-        "config": run.config.to_dict(),  # what a resume must match
+        "config": run.config.to_dict(),  # what a resume must match (but for Infra.mutable's fields)
+        "dropout": dropout_rates(module),  # the model's own hyperparameters, compared as config's are
+        "mutations": [m.to_dict() for m in run.mutations],  # the lineage, for a schedule to be replayed
         "infra": run.infra.to_dict(),  # for information: a resume may run otherwise
     }
 
 
 def resume(run: Run) -> None:
+    """Continue from this run's newest good checkpoint, else from ``infra.init_from``'s, else start
+    fresh; a checkpoint that cannot be resumed here is refused before anything is written or pruned."""
     if run.checkpoints is None:
         return
     state = run.checkpoints.load_latest() if run.infra.resume else None
+    source = run.infra.init_from if state is None else None
+    if source is not None:
+        state = _adoptable(source)
     run.accelerator.wait_for_everyone()  # every process has read before the main process prunes
-    run.checkpoints.discard_after(0 if state is None else state["epoch"])
     if state is not None:
-        _restore(run, state)
+        _restore(run, state, run.infra.checkpoint_dir if source is None else source)
+    run.checkpoints.discard_after(0 if state is None or source is not None else state["epoch"])
+    if state is not None and source is not None:  # ours now: the source may go once training has begun
+        run.checkpoints.save(state, state["epoch"], is_best=not run.infra.checkpoint_every)
 
 
-def _restore(run: Run, state: dict[str, Any]) -> None:
+def _adoptable(source: Path) -> dict[str, Any]:
+    """Another run's checkpoint (a file, or the newest usable one of a directory), made this run's:
+    marked with where it came from, its epoch its best so far (the parent's best epoch is not the
+    weights this run has)."""
+    if source.is_dir():
+        state = Checkpointer(source, keep_last=1, writer=False).load_latest()
+        if state is None:
+            raise CheckpointError(f"cannot start from {source}: it holds no usable checkpoint")
+    else:
+        state = load_checkpoint(source)
+        missing = [key for key in RESUME_KEYS if key not in state]
+        if missing:
+            raise CheckpointError(f"cannot start from {source}: it lacks {', '.join(missing)}")
+    state["init_from"] = str(source)
+    if "val_loss" in state:
+        state["best_epoch"], state["best_val_loss"] = state["epoch"], state["val_loss"]
+    return state
+
+
+def _restore(run: Run, state: dict[str, Any], where: Path | None) -> None:
     """Restore ``state`` into ``run``; a checkpoint whose values are not what we wrote (a wrong type,
     a missing entry inside one) raises :class:`CheckpointError`, which a caller can answer by
     starting over (``Infra(resume=False)``), never a bare KeyError or TypeError."""
     try:
-        _restore_state(run, state)
+        _restore_state(run, state, where)
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
-        where = run.infra.checkpoint_dir
         raise CheckpointError(f"cannot resume from {where}: the checkpoint is damaged ({exc!r})") from exc
 
 
-def _restore_state(run: Run, state: dict[str, Any]) -> None:
-    _refuse_config_change(state, run.config, run.infra)
+def _restore_state(run: Run, state: dict[str, Any], where: Path | None) -> None:
+    changes = _allowed_changes(run, state, where)
     world, saved_world = run.accelerator.num_processes, state.get("world_size", 1)
     if saved_world != world:
         raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {run.infra.checkpoint_dir}: it was trained by "
+            f"cannot resume from epoch {state['epoch']} in {where}: it was trained by "
             f"{saved_world} processes, not {world} (each process's data shard and random streams are in it)"
         )
     module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
@@ -79,9 +105,11 @@ def _restore_state(run: Run, state: dict[str, Any]) -> None:
             module.load_state_dict(state["model"])
             run.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
-        where = run.infra.checkpoint_dir
         raise CheckpointError(f"cannot resume from epoch {state['epoch']} in {where}: {exc}") from exc
     run.scheduler.load_state_dict(state["scheduler"])
+    apply_to_optimizer(run.optimizer, run.scheduler, run.config, {field for field, _, _ in changes})
+    run.mutations = [Mutation(**m) for m in state.get("mutations", [])]
+    run.mutations += [Mutation(state["epoch"], f, old, new, state.get("init_from")) for f, old, new in changes]
     if run.accelerator.scaler is not None and state.get("scaler") is not None:
         run.accelerator.scaler.load_state_dict(state["scaler"])
         run.loss_scale = None
@@ -92,15 +120,21 @@ def _restore_state(run: Run, state: dict[str, Any]) -> None:
     run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
 
 
-def _refuse_config_change(state: Mapping[str, Any], config: TrainConfig, infra: Infra) -> None:
-    """Every ``TrainConfig`` field must match the checkpoint's (``epochs`` too: the schedule's length
-    depends on it). Older checkpoints also hold the infrastructure in ``config``: those keys are not
-    ``TrainConfig``'s, so they are not compared; nor is a field the checkpoint predates."""
-    saved, current = state["config"], config.to_dict()
-    changed = [k for k in current if k in saved and saved[k] != current[k]]
-    if changed:
-        what = ", ".join(f"{k}={saved[k]!r} (now {current[k]!r})" for k in changed)
+def _allowed_changes(run: Run, state: dict[str, Any], where: Path | None) -> list[tuple[str, Any, Any]]:
+    """The hyperparameters that differ from the checkpoint's, all of them in ``infra.mutable``.
+
+    Every other ``TrainConfig`` field and the model's dropout rates must match the checkpoint's
+    (``epochs`` too: the schedule's length depends on it)."""
+    module = run.accelerator.unwrap_model(run.model, keep_torch_compile=False)
+    changed = changed_hyperparameters(state, run.config, module)
+    refused = [c for c in changed if c[0].split(":")[0] not in run.infra.mutable]
+    if refused:
+        what = ", ".join(f"{k}={old!r} (now {new!r})" for k, old, new in refused)
+        if run.infra.mutable:
+            what += f"; Infra.mutable lets only {', '.join(sorted(run.infra.mutable))} change"
+        fresh = "Infra(resume=False)" if run.infra.init_from is None else "Infra(resume=False, init_from=None)"
         raise CheckpointError(
-            f"cannot resume from epoch {state['epoch']} in {infra.checkpoint_dir}: it was trained with "
-            f"{what}; resume with the same hyperparameters, or start over with Infra(resume=False)"
+            f"cannot resume from epoch {state['epoch']} in {where}: it was trained with {what}; "
+            f"resume with the same hyperparameters, or start over with {fresh}"
         )
+    return changed

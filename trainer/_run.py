@@ -15,6 +15,7 @@ from trainer._checkpoint import Checkpointer
 from trainer._config import TrainConfig
 from trainer._data import Batches, MicroBatch
 from trainer._infra import Infra
+from trainer._mutation import Mutation
 from trainer._tasks import Task
 from trainer._throughput import FlopCount
 
@@ -45,6 +46,8 @@ class Run:
     best_val_loss: float = math.inf
     resumed_from: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
+    mutations: list[Mutation] = field(default_factory=list)
+    """Hyperparameter changes of this run's lineage, oldest first (see ``FitResult.mutations``)."""
     train_samples: int = 0
     train_seconds: float = 0.0
     callback_seconds: float = 0.0

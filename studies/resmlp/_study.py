@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -69,6 +71,11 @@ class ResMLPStudy:
     name: str = "resmlp"
     metric: str = "val_loss"
     direction: Direction = "minimize"
+    mutable_params: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"lr": "lr", "weight_decay": "weight_decay", "dropout": "dropout"}
+    )
+    """Search params population-based training may change in the middle of a trial, and the
+    trainer field each sets (see ``studies.mutation_fields``)."""
 
     def __post_init__(self) -> None:
         check_precision(self.precision)

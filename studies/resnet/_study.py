@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -39,6 +41,10 @@ class ResNetStudy:
     name: str = "resnet"
     metric: str = "val_loss"
     direction: Direction = "minimize"
+    mutable_params: ClassVar[Mapping[str, str]] = MappingProxyType({"lr": "lr", "weight_decay": "weight_decay"})
+    """Search params population-based training may change in the middle of a trial, and the
+    trainer field each sets (see ``studies.mutation_fields``). Not ``augment``: its strength lives in
+    the model's ``Augment`` module, which the trainer neither compares on resume nor changes."""
     search_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=6))
     full_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=20))
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -36,6 +38,9 @@ class TinyLMStudy:
     name: str = "tinylm"
     metric: str = "val_loss"
     direction: Direction = "minimize"
+    mutable_params: ClassVar[Mapping[str, str]] = MappingProxyType({"lr": "lr", "dropout": "dropout"})
+    """Search params population-based training may change in the middle of a trial, and the
+    trainer field each sets (see ``studies.mutation_fields``); weight decay is not searched here."""
     search_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=3))
     full_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=10))
 

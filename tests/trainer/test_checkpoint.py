@@ -161,8 +161,8 @@ def test_resume_refuses_a_change_to_any_hyperparameter(tmp_path: Path) -> None:
 
 
 def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    """Checkpoints moved to another directory, another retention, checkpoint interval, worker count
-    and speed switches: the run resumes and ends where an uninterrupted one does."""
+    """Checkpoints moved to another directory, another retention, checkpoint interval, worker count,
+    speed switches and resume policy: the run resumes and ends where an uninterrupted one does."""
     uninterrupted = _model(0)
     _fit(uninterrupted, _config(), trainer.Infra(cpu=True))
     # A first attempt may say resume=False (and checkpoint_last=False, no effect with every epoch saved).
@@ -173,6 +173,8 @@ def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp
     moved = first.replace(
         checkpoint_dir=tmp_path / "moved", keep_last=3, checkpoint_every=3600.0, resume=True, cpu=cuda,
         num_workers=0, channels_last=True, cudnn_benchmark=True, tf32=False, checkpoint_last=True,
+        init_from=tmp_path / "first", mutable={"lr"},  # no effect: it has a checkpoint of its own, lr as it was
+        checkpoint_at=frozenset({5}),
     )  # fmt: skip
     changed = {k for k, v in moved.to_dict().items() if v != first.to_dict()[k]}
     every = {f.name for f in dataclasses.fields(trainer.Infra)}
@@ -300,3 +302,12 @@ def test_a_checkpoint_listener_hears_of_each_checkpoint_before_its_epochs_hooks(
     events.clear()
     _fit(_model(0), _config(epochs=3), None, hooks=[Listener()])
     assert events == [("epoch", 1), ("epoch", 2), ("epoch", 3)]
+
+
+def test_checkpoint_at_writes_those_epochs_whatever_checkpoint_every_says(tmp_path):
+    """A caller that will stop a run at an epoch (a search's paused trial) gets a checkpoint there,
+    though its checkpoint_every leaves every other epoch unsaved."""
+    infra = trainer.Infra(cpu=True, checkpoint_dir=tmp_path, checkpoint_every=3600.0, checkpoint_last=False,
+                          keep_last=5, checkpoint_at=frozenset({2, 3}))  # fmt: skip
+    _fit(_model(0), _config(), infra)
+    assert sorted(p.name for p in tmp_path.glob("epoch-*.pt")) == ["epoch-0002.pt", "epoch-0003.pt"]
