@@ -99,13 +99,18 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
     their run here, as that costs a short trial less than two threads taking turns.
     """
-    previous = cached_frozen_trial(trial).user_attrs.get("mlflow_run_id")  # a retry inherits its attempt's
+    inherited = cached_frozen_trial(trial).user_attrs
+    previous = inherited.get("mlflow_run_id")  # a retry inherits its attempt's, as does a resumption
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
     attrs = {"worker": ctx.worker_id, "host": HOST}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the GPUs this worker was given (by us or by a scheduler)
     if gpus:
         tags["hpsearch.gpus"] = attrs["gpus"] = gpus
-    if previous:
+    if previous and "resumed_from" in inherited:  # a paused trial's run ended FINISHED: it stays so
+        tags.update({"hpsearch.resumed_from": previous, "hpsearch.resumed_from_trial": inherited["resumed_from"],
+                     "hpsearch.logical_trial": base})  # fmt: skip
+        previous = None
+    elif previous:
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
 
     def record(more: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from search_helpers import mlflow_runs
 
 RANKED_STUDY = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
 pytestmark = pytest.mark.slow
@@ -43,6 +44,13 @@ def _check_freeze_thaw(workdir: Path, storage: str, proc, cli, env) -> None:
         for epoch, value in t.intermediate_values.items():
             assert value == pytest.approx(x + 1 / epoch, abs=1e-4), (t.number, epoch)
         assert t.system_attrs["failed_trial"] == int(paused.system_attrs.get("failed_trial", paused.number))
+    # MLflow: a paused trial's run ended FINISHED as PAUSED; its resumption's run names it.
+    runs = mlflow_runs(workdir / ".search")
+    for t in resumptions:
+        paused_run = runs[paused_by_number[t.user_attrs["resumed_from"]].user_attrs["mlflow_run_id"]]
+        assert paused_run.info.status == "FINISHED" and paused_run.data.tags["hpsearch.state"] == "PAUSED"
+        resumed_run = runs[t.user_attrs["mlflow_run_id"]]
+        assert resumed_run.data.tags["hpsearch.resumed_from"] == paused_run.info.run_id
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     assert complete and all(len(t.intermediate_values) == 4 for t in complete)
     checkpoints = workdir / ".search" / "checkpoints" / "ranked"
