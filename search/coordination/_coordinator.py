@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import storage as st
+from search.coordination._grid import check_same_grid, queue_points
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
 from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     import optuna
     from optuna.storages import RDBStorage
     from optuna.trial import FrozenTrial
@@ -96,8 +96,9 @@ class Coordinator:
             )
         return StudyRecord.from_json(attrs[SPEC_ATTR])
 
-    def create_or_resume(self, record: StudyRecord, budget: int) -> tuple[optuna.Study, bool]:
-        """Create the study, or resume it after checking that it is the same search."""
+    def create_or_resume(self, record: StudyRecord, budget: int,
+                         points: Sequence[dict[str, Any]] = ()) -> tuple[optuna.Study, bool]:  # fmt: skip
+        """Create the study, or resume it after checking that it is the same search (``points``: a grid's)."""
         import optuna
 
         if self.exists():
@@ -107,7 +108,7 @@ class Coordinator:
             study = self.load(resumed)
             if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
                 study.set_user_attr(SPEC_ATTR, resumed.to_json())
-            study.set_user_attr(BUDGET_ATTR, budget)
+            self._set_budget(study, budget, points)
             study.set_user_attr(STOPPED_ATTR, None)  # a new run of the search: its own limits
             return study, False
         self.apply(record)
@@ -118,11 +119,18 @@ class Coordinator:
         )  # fmt: skip
         try:
             study.set_user_attr(SPEC_ATTR, record.to_json())
-            study.set_user_attr(BUDGET_ATTR, budget)
+            self._set_budget(study, budget, points)
         except BaseException:
             self.delete()
             raise
         return study, True
+
+    def _set_budget(self, study: optuna.Study, budget: int, points: Sequence[dict[str, Any]]) -> None:
+        # With a grid's points, under the study lock: no claim sees the budget without the points that fill it.
+        with self.lock() if points else contextlib.nullcontext():
+            study.set_user_attr(BUDGET_ATTR, budget)
+            if points:
+                queue_points(study, points, budget - self.counts().logical)
 
     def load(self, record: StudyRecord | None = None, worker_ordinal: int = 0) -> optuna.Study:
         import optuna
@@ -177,6 +185,7 @@ class Coordinator:
                 f"study {self.study_name!r} exists with seed {old.settings.seed} and options {old.options}, "
                 f"not seed {new.settings.seed} and options {new.options}{hint}"
             )
+        check_same_grid(self.study_name, old.grid, new.grid, hint)
         if old.study_ref != new.study_ref:
             raise StudyMismatchError(
                 f"study {self.study_name!r} exists for {old.study_ref!r}, not {new.study_ref!r}{hint}"
@@ -277,7 +286,7 @@ class Coordinator:
                 return st.study_storage(study).create_new_trial(st.study_id(study)), counts
             return st.create_running_trial(conn, st.study_id(study)), counts
 
-    def lock(self, wait: bool = True) -> AbstractContextManager[Connection | None]:
+    def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering.
 
         On SQLite a stopped holder keeps it until it ends: that is waited out as an outage is, up to

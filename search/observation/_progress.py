@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from search.settings import describe_grid
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
@@ -55,6 +57,8 @@ class Snapshot:
     best_params: dict[str, Any] = field(default_factory=dict)
     recent_failures: list[tuple[int, str]] = field(default_factory=list)
     """The last few failed trials, newest last: number and the first line of the reason."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """A grid search's values per parameter (``--sampler grid``); empty for other samplers."""
 
     @property
     def done(self) -> bool:
@@ -72,7 +76,8 @@ class Snapshot:
 
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
-        return [self.line(), *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
+        grid = [f"  grid search: {describe_grid(self.grid)}; {self.waiting} queued"] if self.grid else []
+        return [self.line(), *grid, *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -131,7 +136,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         retried=counts.retries, best_value=None if best is None else best.value,
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
-        recent_failures=_recent_failures(trials),
+        recent_failures=_recent_failures(trials), grid=record.grid,
     )  # fmt: skip
 
 
