@@ -153,3 +153,18 @@ def test_help_names_the_grid(cli, tmp_path):
     out = cli("start", "--help", cwd=tmp_path, check=True).stdout
     assert "grid" in out.split("--sampler", 1)[1].split("--pruner", 1)[0]
     assert "--grid NAME=V1,V2,..." in out
+
+
+def test_resuming_without_trials_or_grid_keeps_the_stored_ones():
+    from search.api import StartOptions
+    from search.api._resume import reconcile
+    from search.settings import SearchSettings, StudyRecord
+
+    grid = {"lr": [0.01, 0.1], "x": [-1.0, 1.0]}
+    stored = StudyRecord(study_ref="sleep", metric="val_loss", direction="minimize", search_epochs=3,
+                         settings=SearchSettings(sampler="grid"), grid=grid)  # fmt: skip
+    opts, lines = reconcile(StartOptions(study="sleep", trials=None, explicit=frozenset()), stored, budget=3)
+    assert (opts.trials, opts.grid, opts.settings.sampler, lines) == (3, stored.grid, "grid", [])
+    opts, _ = reconcile(StartOptions(study="sleep", trials=None, grid={"x": [-1, 1, -1]}, explicit=frozenset({"grid"})),
+                        stored, budget=3)  # fmt: skip
+    assert opts.grid == {"lr": [0.01, 0.1], "x": [-1, 1]}  # the same grid: lr kept, x's repeat dropped
