@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
+from search.settings import check_configuration
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -44,37 +45,6 @@ def _value(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
-
-
-def check_configuration(space: dict[str, str], config: dict[str, Any], where: str) -> dict[str, Any]:
-    """``config`` cast to the space's types; one line naming the parameter when it is not in the space."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, json_to_distribution
-
-    checked = {}
-    for name, value in config.items():
-        if name not in space:
-            raise SearchError(f"{where}: {name!r} is no parameter of the study; its parameters: {', '.join(space)}")
-        dist = json_to_distribution(space[name])
-        if isinstance(dist, CategoricalDistribution):
-            if value not in dist.choices:
-                raise SearchError(f"{where}: {name}={value!r} is not one of {list(dist.choices)}")
-            checked[name] = value
-            continue
-        number = _number(value, float if isinstance(dist, FloatDistribution) else int, f"{where}: {name}")
-        if not dist.low <= number <= dist.high:
-            raise SearchError(f"{where}: {name}={value} is outside the study's range {dist.low:g}..{dist.high:g}")
-        checked[name] = number
-    return checked
-
-
-def _number(value: Any, kind: type, what: str) -> Any:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if number != number or isinstance(value, bool) or (kind is int and not number.is_integer()):
-        raise SearchError(f"{what} must be {'a whole number' if kind is int else 'a number'}, got {value!r}")
-    return kind(number)
 
 
 def enqueue(coordinator: Coordinator, configs: list[dict[str, Any]]) -> list[int]:

@@ -36,9 +36,10 @@ class SearchOutcome:
     champion: Champion | None
 
 
-def start(study: str, trials: int, *, name: str | None = None, workers: int | None = None, retrain: bool = True,
-          study_options: dict[str, Any] | None = None, narrow: dict[str, tuple[float, float]] | None = None,
-          gpus: str | None = None, timeout: float | str | None = None, stop_at: float | None = None,
+def start(study: str, trials: int | None = None, *, name: str | None = None, workers: int | None = None,
+          retrain: bool = True, study_options: dict[str, Any] | None = None,
+          narrow: dict[str, tuple[float, float]] | None = None, gpus: str | None = None,
+          timeout: float | str | None = None, stop_at: float | None = None, grid: dict[str, list[Any]] | None = None,
           quiet: bool = True, **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
     """Create or resume a study, train ``trials`` trials with ``workers`` local worker processes,
     then retrain the best at full scale and register it, as ``search start`` does.
@@ -47,8 +48,9 @@ def start(study: str, trials: int, *, name: str | None = None, workers: int | No
     ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``) are those of
     :class:`search.settings.SearchSettings`; one left out keeps a resumed study's stored value.
     ``timeout`` (seconds, or ``"30m"``) and ``stop_at`` (a best value) end the search early: no new
-    trial after them, as ``--timeout`` and ``--stop-at``. The rest of the keywords say where the study
-    lives (see the module's docstring).
+    trial after them, as ``--timeout`` and ``--stop-at``. With ``sampler="grid"``, ``grid`` gives
+    parameters' values (``--grid``) and ``trials`` defaults to the grid's size. The rest of the
+    keywords say where the study lives (see the module's docstring).
 
     >>> import search
     >>> outcome = search.start("resmlp", trials=4, workers=1, retrain=False, project_dir="/tmp/demo",
@@ -67,11 +69,11 @@ def start(study: str, trials: int, *, name: str | None = None, workers: int | No
     outage = settings_and_where.pop("db_outage_limit", None)
     where = _where(**settings_and_where)
     explicit = set(given) | ({"study_options"} if study_options is not None else set()) | (
-        {"narrow"} if narrow is not None else set())  # fmt: skip
+        {"narrow"} if narrow is not None else set()) | ({"grid"} if grid is not None else set())  # fmt: skip
     opts = StartOptions(study=study, trials=trials, name=name, workers=workers, settings=SearchSettings(**given),
                         study_options=dict(study_options or {}), retrain=retrain, quiet=quiet, gpus=gpus,
                         narrow={k: [float(v) for v in r] for k, r in (narrow or {}).items()},
-                        explicit=frozenset(explicit), stop_at=stop_at,
+                        explicit=frozenset(explicit), stop_at=stop_at, grid=dict(grid or {}),
                         timeout=None if timeout is None else parse_duration(timeout))  # fmt: skip
     check_flags(opts)
     local = start_workers(opts, debug=False)

@@ -12,7 +12,7 @@ from typing import Any
 
 from search.exceptions import SearchError
 from search.execution import default_workers, parse_gpus, spawn_early, start_at_once, visible_gpus
-from search.settings import SearchSettings, check_study_name, study_ref, validate
+from search.settings import SearchSettings, check_study_name, is_grid, study_ref, validate
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,8 @@ class StartOptions:
     """What ``search start`` was asked to do; ``settings`` is what the study stores for its workers."""
 
     study: str
-    trials: int
+    trials: int | None
+    """The budget; None: a resumed study's stored one, or a new grid study's grid size."""
     name: str | None = None
     workers: int | None = None
     settings: SearchSettings = field(default_factory=SearchSettings)
@@ -36,6 +37,8 @@ class StartOptions:
     """A best value at which this run starts no new trial (``--stop-at``); not stored with the study."""
     enqueue: tuple[dict[str, Any], ...] = ()
     """Configurations to try first (``--enqueue FILE``), queued as the study is created or resumed."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """With ``--sampler grid``: values of parameters (``--grid``); the others take their declared choices."""
     explicit: frozenset[str] | None = None
     """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
     values. None: all of them (a caller in Python means every value it passes)."""
@@ -46,8 +49,13 @@ def check_flags(opts: StartOptions) -> None:
     settings = opts.settings
     if opts.name is not None:
         check_study_name(opts.name)
-    if opts.trials <= 0:
+    if opts.trials is not None and opts.trials <= 0:
         raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
+    grid = is_grid(settings.sampler)
+    if opts.grid and not grid and (opts.explicit is None or "sampler" in opts.explicit):
+        raise SearchError("--grid gives a grid search's values: add --sampler grid")
+    if grid and opts.enqueue:
+        raise SearchError("--enqueue does not go with --sampler grid: the grid's points are the queued trials")
     if opts.workers is not None and opts.workers < 0:
         raise SearchError(f"--workers must be >= 0, got {opts.workers}")
     if settings.max_retries < 0:

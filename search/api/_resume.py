@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 import storage
 from search.coordination import Coordinator
 from search.exceptions import StudyMismatchError
-from search.settings import SearchSettings, StudyRecord, check_study_name, load_study, study_ref
+from search.settings import (
+    SearchSettings,
+    StudyRecord,
+    check_study_name,
+    grid_differences,
+    is_grid,
+    load_study,
+    study_ref,
+)
 
 if TYPE_CHECKING:
     from search.api._options import StartOptions
@@ -72,14 +80,25 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
             values[setting] = old
             continue
         flag = "--" + setting.replace("_", "-")
+        if setting == "sampler" and is_grid(new) != is_grid(old):
+            raise StudyMismatchError(f"--sampler {new} differs from the study's stored --sampler {old}, and a grid "
+                                     f"search's trials are its grid's points{_HINT}")  # fmt: skip
         if setting in REFUSED:
             raise StudyMismatchError(f"{flag} {new} differs from the study's stored {flag} {old}{_HINT}")
         values[setting] = new
         shown = ["off" if setting == "stall_timeout" and value == 0 else value for value in (old, new)]
         lines.append(f"{flag}: {shown[0]} -> {shown[1]} (stored with the study; workers started from now on use it)")
-    if opts.trials != budget:
-        lines.append(f"--trials: budget {budget} -> {opts.trials}")
-    return replace(opts, settings=SearchSettings(**values), study_options=stored.options, narrow=stored.narrow), lines
+    trials = budget if opts.trials is None else opts.trials  # the grid's: --trials may be left out
+    if trials != budget:
+        lines.append(f"--trials: budget {budget} -> {trials}")
+    # Parameters left out of --grid keep their stored values; one given with other values is refused.
+    given_grid = {name: list(dict.fromkeys(values)) for name, values in opts.grid.items()} if asked("grid") else {}
+    grid = {**stored.grid, **given_grid}
+    if stored.grid and grid_differences(stored.grid, grid):
+        raise StudyMismatchError(f"--grid differs from the study's stored grid ({grid_differences(stored.grid, grid)})"
+                                 f"{_HINT}")  # fmt: skip
+    return replace(opts, trials=trials, settings=SearchSettings(**values), study_options=stored.options,
+                   narrow=stored.narrow, grid=grid), lines  # fmt: skip
 
 
 def _options(options: Mapping[str, object]) -> str:

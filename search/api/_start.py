@@ -9,7 +9,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import storage
@@ -35,9 +35,14 @@ from search.execution import (
 from search.observation import make_follower, print_start_header
 from search.settings import (
     StudyRecord,
+    describe_grid,
+    grid_points,
+    grid_size,
+    is_grid,
     load_study,
     record_space,
     remove_study_dir,
+    resolve_grid,
     study_ref,
     validate,
 )
@@ -55,8 +60,11 @@ class PreparedStudy:
     study: Study
     record: StudyRecord
     name: str
+    budget: int
     enqueue: tuple[dict[str, Any], ...] = ()
     """Known configurations, checked against the space, to queue as the study is created or resumed."""
+    points: tuple[dict[str, Any], ...] = ()
+    """A grid search's points in the order they run; those not in the study yet are queued up to the budget."""
 
 
 def prepare(opts: StartOptions) -> PreparedStudy:
@@ -84,12 +92,33 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     )  # fmt: skip
     known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
                   for i, c in enumerate(opts.enqueue))  # fmt: skip
+    if is_grid(settings.sampler):
+        return _prepare_grid(opts, study, record)
+    if opts.grid:
+        raise SearchError(f"--grid gives a grid search's values, and this study searches with {settings.sampler!r}: "
+                          "add --sampler grid")  # fmt: skip
+    if opts.trials is None:
+        raise SearchError("--trials is required: the budget of trials (only --sampler grid has a default, its size)")
     if len(known) > opts.trials:
         raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {opts.trials}")
-    return PreparedStudy(study, record, start_name(opts, study), known)
+    return PreparedStudy(study, record, start_name(opts, study), opts.trials, known)
 
 
-def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
+def _prepare_grid(opts: StartOptions, study: Study, record: StudyRecord) -> PreparedStudy:
+    """The grid resolved against the space and stored in the record; its first ``--trials`` points
+    (all of them by default) in the seed's order, to queue. A larger budget is refused: every
+    trial of a grid search is one of its points."""
+    grid = resolve_grid(record.space, opts.grid)
+    size = grid_size(grid)
+    budget = size if opts.trials is None else opts.trials
+    if budget > size:
+        raise SearchError(f"--trials {budget} is more than the grid's {describe_grid(grid)}; give at most "
+                          f"--trials {size}, or more --grid values")  # fmt: skip
+    points = tuple(grid_points(grid, record.settings.seed))
+    return PreparedStudy(study, replace(record, grid=grid), start_name(opts, study), budget, points=points)
+
+
+def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int | None = None,
                      release: Callable[[str | None], None] | None = None) -> tuple[Coordinator, bool]:  # fmt: skip
     """The study plus its MLflow experiment and parent run; a new study is removed if any part fails.
 
@@ -98,7 +127,8 @@ def create_or_resume(loc: Locations, prepared: PreparedStudy, budget: int,
     once it exists); if making it fails, ``release(None)`` ends them before the study is removed.
     """
     coordinator = Coordinator(loc.storage_url, prepared.name)
-    optuna_study, created = coordinator.create_or_resume(prepared.record, budget)
+    optuna_study, created = coordinator.create_or_resume(prepared.record, prepared.budget if budget is None else budget,
+                                                         prepared.points)  # fmt: skip
     record, settings = prepared.record, prepared.record.settings
     summary = {"study": record.study_ref, "direction": record.direction, "metric": record.metric,
                "sampler": settings.sampler, "pruner": settings.pruner, "seed": settings.seed}  # fmt: skip
@@ -144,7 +174,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         def release(go: str | None) -> None:
             release_workers(procs, go, loc)
 
-        coordinator, created = create_or_resume(loc, prepared, opts.trials, release)
+        coordinator, created = create_or_resume(loc, prepared, release=release)
         claimed = 0 if created else _claimed(coordinator.counts())
         finished = not created and _finished(coordinator)
         if not created:  # a new study's were released before its parent run was made

@@ -26,7 +26,8 @@ _defaults = SearchSettings()
 
 _settings_options = stack(
     option("--sampler", default=_defaults.sampler,
-           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5 (docs/search-strategy.md)."),
+           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5; grid runs each point of the declared "
+                "space once (--grid) (docs/search-strategy.md)."),
     option("--pruner", default=_defaults.pruner,
            help=f"{' | '.join(PRUNERS)}, with options like median:startup=2,warmup=1; "
                 "warmup=auto prunes from the first epoch that ranks the study's complete trials."),
@@ -48,7 +49,12 @@ _settings_options = stack(
 
 @cli.command()
 @option("--study", required=True, help="Built-in study name (see `search studies`) or a path to a .py file.")
-@option("--trials", type=int, required=True, help="Total budget of finished trials (complete+pruned+failed).")
+@option(
+    "--trials",
+    type=int,
+    help="Total budget of finished trials (complete+pruned+failed); required except with "
+    "--sampler grid [its grid's size] or on resuming [the stored budget].",
+)
 @study_name_option
 @option("--workers", type=int, help="Local worker processes [one per GPU, else one single-threaded worker per "
                                     "usable CPU core, at most 16 and the trials]; 0 creates the study and follows "
@@ -78,6 +84,10 @@ _settings_options = stack(
     metavar="VALUE",
     help="Start no new trial once the best value reaches VALUE (or beats it); running trials finish.",
 )
+@option("--grid", multiple=True, metavar="NAME=V1,V2,...",
+        help="With --sampler grid: the values of a parameter (repeatable; needed for continuous ones). Categorical "
+             "parameters take all their choices, integer ones their whole range when it has at most 32 values; "
+             "each point runs once, in an order fixed by --seed.")  # fmt: skip
 @study_options_option
 @option("--narrow", multiple=True, metavar="NAME=LOW:HIGH",
         help="Search a numeric parameter in a narrower range than the study declares, e.g. lr=1e-4:3e-3 "
@@ -99,18 +109,19 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
     from search.api._signals import stop_on_signals
     from search.exceptions import SearchError
     from search.execution import release_workers
-    from search.settings import parse_narrow, parse_options
+    from search.settings import parse_grid, parse_narrow, parse_options
 
     outage_limit = kwargs.pop("db_outage_limit")
     names = list(_defaults.__dataclass_fields__)
     settings = SearchSettings(**{name: kwargs.pop(name) for name in names})
-    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option", "narrow"]}
+    sources = {name: ctx.get_parameter_source(name) for name in [*names, "study_option", "narrow", "grid"]}
     given = {name + "s" if name == "study_option" else name for name, source in sources.items()
              if source != ParameterSource.DEFAULT}  # fmt: skip
     try:
         narrow = parse_narrow(kwargs.pop("narrow"))
     except ValueError as exc:
         raise SearchError(str(exc)) from None
+    grid = parse_grid(kwargs.pop("grid"))
     from search.api._enqueue import read_configurations
 
     known = kwargs.pop("enqueue_file")
@@ -119,7 +130,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
         workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
-        narrow=narrow, explicit=frozenset(given), timeout=kwargs.pop("timeout"), stop_at=kwargs.pop("stop_at"),
+        narrow=narrow, grid=grid, explicit=frozenset(given), timeout=kwargs.pop("timeout"),
+        stop_at=kwargs.pop("stop_at"),
     )  # fmt: skip
     check_flags(opts)
     stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import storage as st
+from search.coordination._grid import check_same_grid, queue_points
 from search.coordination._paused import resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
@@ -18,8 +20,6 @@ from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNot
 from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     import optuna
     from optuna.storages import RDBStorage
     from optuna.trial import FrozenTrial
@@ -53,8 +53,7 @@ class Coordinator:
         self.storage: RDBStorage = st.open_optuna_storage(url, schema_checked=schema_checked)
         self.on_reaped: Callable[[FrozenTrial], None] | None = None
         """Called with each dead trial this process fails (a worker ends its MLflow run)."""
-        self.can_resume: Callable[[int], bool] = lambda number: True
-        """Whether this process can resume paused logical trial ``number`` (a worker: its checkpoint is here)."""
+        self.can_resume: Callable[[int], bool] = lambda number: True  # paused trial `number` (its checkpoint is here)
         self._study_id: int | None = None
 
     def study_id(self) -> int:
@@ -99,8 +98,9 @@ class Coordinator:
             )
         return StudyRecord.from_json(attrs[SPEC_ATTR])
 
-    def create_or_resume(self, record: StudyRecord, budget: int) -> tuple[optuna.Study, bool]:
-        """Create the study, or resume it after checking that it is the same search."""
+    def create_or_resume(self, record: StudyRecord, budget: int,
+                         points: Sequence[dict[str, Any]] = ()) -> tuple[optuna.Study, bool]:  # fmt: skip
+        """Create the study, or resume it after checking that it is the same search (``points``: a grid's)."""
         import optuna
 
         if self.exists():
@@ -110,7 +110,7 @@ class Coordinator:
             study = self.load(resumed)
             if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
                 study.set_user_attr(SPEC_ATTR, resumed.to_json())
-            study.set_user_attr(BUDGET_ATTR, budget)
+            self._set_budget(study, budget, points)
             study.set_user_attr(STOPPED_ATTR, None)  # a new run of the search: its own limits
             return study, False
         self.apply(record)
@@ -121,11 +121,18 @@ class Coordinator:
         )  # fmt: skip
         try:
             study.set_user_attr(SPEC_ATTR, record.to_json())
-            study.set_user_attr(BUDGET_ATTR, budget)
+            self._set_budget(study, budget, points)
         except BaseException:
             self.delete()
             raise
         return study, True
+
+    def _set_budget(self, study: optuna.Study, budget: int, points: Sequence[dict[str, Any]]) -> None:
+        # With a grid's points, under the study lock: no claim sees the budget without the points that fill it.
+        with self.lock() if points else contextlib.nullcontext():
+            study.set_user_attr(BUDGET_ATTR, budget)
+            if points:
+                queue_points(study, points, budget - self.counts().logical)
 
     def load(self, record: StudyRecord | None = None, worker_ordinal: int = 0) -> optuna.Study:
         import optuna
@@ -142,11 +149,9 @@ class Coordinator:
         )  # fmt: skip
 
     def join(self) -> int:
-        """A number no other worker of this study has had, handed out under the study lock.
-
-        It seeds this worker's sampler: workers on different nodes (each numbering its local
-        processes from 0) must not share a seed, or they propose the same trials.
-        """
+        """A number no other worker of this study has had, handed out under the study lock: it seeds
+        this worker's sampler (workers on different nodes, each numbering its processes from 0, must
+        not share a seed, or they propose the same trials)."""
 
         def attempt() -> int:
             with self.lock():
@@ -180,6 +185,7 @@ class Coordinator:
                 f"study {self.study_name!r} exists with seed {old.settings.seed} and options {old.options}, "
                 f"not seed {new.settings.seed} and options {new.options}{hint}"
             )
+        check_same_grid(self.study_name, old.grid, new.grid, hint)
         if old.study_ref != new.study_ref:
             raise StudyMismatchError(
                 f"study {self.study_name!r} exists for {old.study_ref!r}, not {new.study_ref!r}{hint}"
@@ -219,17 +225,16 @@ class Coordinator:
 
         return retrying(count, "counting trials")
 
-    def claim(
-        self, study: optuna.Study, trials: st.StudyTrials | None = None
-    ) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:
+    def claim(self, study: optuna.Study,
+              trials: st.StudyTrials | None = None) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:  # fmt: skip
         """The next trial to run, or ``None`` when the budget is spent.
 
         The study is read once the trial exists, for its sampler (Optuna's per-trial cache, as
         ``study.ask()`` has it): through ``trials``, the worker's copy that reads only the trials
         it has not seen finished, if given; else through Optuna's storage.
 
-        Counting and creating the trial (or taking a queued retry) happen under one study-wide
-        lock, so W racing workers create exactly ``budget`` logical trials, never ``budget + W``.
+        Counting and creating the trial (or taking a queued retry, or resuming a paused trial) happen
+        under one study-wide lock, so W racing workers create exactly ``budget`` logical trials.
         Only that is under the lock: every worker waits for it in turn, so reaping dead trials
         (which takes the lock itself when it finds one) comes before, and the sampler's work
         (the slow part of ``study.ask()``) after. A lost connection retries each step alone;
@@ -274,8 +279,7 @@ class Coordinator:
                 )
                 if popped is not None:
                     return popped, counts
-            resumed = resume_paused(self, study, conn)  # freeze-thaw: a paused trial that earned it
-            if resumed is not None:
+            if (resumed := resume_paused(self, study, conn)) is not None:  # freeze-thaw: a paused trial
                 return resumed, counts
             if counts.logical >= int(budget or 0):
                 return None, counts
@@ -283,7 +287,7 @@ class Coordinator:
                 return st.study_storage(study).create_new_trial(st.study_id(study)), counts
             return st.create_running_trial(conn, st.study_id(study)), counts
 
-    def lock(self, wait: bool = True) -> AbstractContextManager[Connection | None]:
+    def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering.
 
         On SQLite a stopped holder keeps it until it ends: that is waited out as an outage is, up to

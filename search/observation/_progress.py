@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from search.settings import describe_grid
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
@@ -57,6 +59,8 @@ class Snapshot:
     """The last few failed trials, newest last: number and the first line of the reason."""
     paused: int = 0
     """Of the pruned: paused trials (freeze-thaw) that a worker may still resume."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """A grid search's values per parameter (``--sampler grid``); empty for other samplers."""
 
     @property
     def done(self) -> bool:
@@ -77,7 +81,8 @@ class Snapshot:
 
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
-        return [self.line(), *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
+        grid = [f"  grid search: {describe_grid(self.grid)}; {self.waiting} queued"] if self.grid else []
+        return [self.line(), *grid, *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -136,7 +141,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_value=None if best is None else best.value,
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
-        recent_failures=_recent_failures(trials),
+        recent_failures=_recent_failures(trials), grid=record.grid,
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import STOPPED_ATTR
-from search.settings import FIRST_RUNG_ATTR, describe, resolve_patience
+from search.settings import FIRST_RUNG_ATTR, describe, describe_grid, resolve_patience
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -30,6 +30,9 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     if patience:
         how = " (auto: a fifth of the search epochs)" if settings.patience == "auto" else ""
         print(f"  early stop: a trial ends, complete, after {patience} epochs without improvement{how}", flush=True)
+    if record.grid:
+        print(f"  grid: {describe_grid(record.grid)}; each runs once, in the order --seed {settings.seed} fixes",
+              flush=True)  # fmt: skip
     for name, (low, high) in record.narrow.items():
         print(f"  narrowed: {name} searched in {low:g} .. {high:g}", flush=True)
     print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)

@@ -67,7 +67,7 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
     epochs = attrs.get("epochs_run", max(trial.intermediate_values, default=0))
     pruned = int(epochs) if trial.state.name == "PRUNED" else None
     return TrialRow(
-        number=trial.number, state=trial.state.name, value=trial.value, params=dict(trial.params),
+        number=trial.number, state=trial.state.name, value=trial.value, params=_params(trial),
         epochs=int(epochs), duration_seconds=None if start is None else round(max(0.0, end - start), 3),
         worker=attrs.get("worker"), host=attrs.get("host"), retry_of=int(history[-1]) if history else None,
         logical=int(trial.system_attrs.get("failed_trial", trial.number)), fail_reason=attrs.get("fail_reason"),
@@ -76,6 +76,13 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
         datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
         metrics=dict(attrs.get("final_metrics") or {}), extra={k: v for k, v in attrs.items() if k not in _OWN_ATTRS},
     )  # fmt: skip
+
+
+def _params(trial: FrozenTrial) -> dict[str, Any]:
+    """Its params; a queued trial's are the values it was queued with (a grid point, a known configuration)."""
+    if trial.params or trial.state.name != "WAITING":
+        return dict(trial.params)
+    return dict(trial.system_attrs.get("fixed_params") or {})
 
 
 def trial_rows(coordinator: Coordinator, states: tuple[str, ...] | None = None) -> list[TrialRow]:

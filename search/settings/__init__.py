@@ -10,6 +10,16 @@ from search.settings._algorithms import (
 )
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
 from search.settings._freeze_thaw import PAUSED_AT_ATTR
+from search.settings._grid import (
+    describe_grid,
+    grid_differences,
+    grid_points,
+    grid_size,
+    is_grid,
+    parse_grid,
+    point_key,
+    resolve_grid,
+)
 from search.settings._locations import (
     CONFIG_FILE,
     ENV_ARTIFACTS,
@@ -34,7 +44,7 @@ from search.settings._record import (
     parse_stall_timeout,
     resolve_patience,
 )
-from search.settings._space import middle_params, parse_narrow, record_space, space_differences
+from search.settings._space import check_configuration, middle_params, parse_narrow, record_space, space_differences
 from search.settings._spec import PrunerSpec, SamplerSpec
 from search.settings.pruners import PRUNERS
 from search.settings.samplers import SAMPLERS
@@ -57,12 +67,21 @@ __all__ = [
     "Locations",
     "MAX_NAME_LENGTH",
     "NAME_RULE",
+    "check_configuration",
     "check_study_name",
     "remove_study_dir",
     "study_dir",
     "SearchSettings",
     "StudyRecord",
     "describe",
+    "describe_grid",
+    "grid_differences",
+    "grid_points",
+    "grid_size",
+    "is_grid",
+    "parse_grid",
+    "point_key",
+    "resolve_grid",
     "epochs_since_best",
     "load_study",
     "location_env",

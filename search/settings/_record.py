@@ -125,6 +125,8 @@ class StudyRecord:
     """The search space, as Optuna distribution JSON per parameter (narrowed, when ``narrow`` is set)."""
     narrow: dict[str, list[float]] = field(default_factory=dict)
     """Numeric parameters searched in a narrower range than the study declares (``--narrow``)."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """With ``--sampler grid``: every parameter's values, in the space's order (``search/settings/_grid.py``)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

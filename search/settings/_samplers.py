@@ -68,3 +68,24 @@ class ByConcurrency(BaseSampler):
 
     def reseed_rng(self) -> None:
         self.alone.reseed_rng()  # the stream both use
+
+
+class QueuedOnly(BaseSampler):
+    """Grid search's sampler: it serves only queued trials, whose params are all fixed already.
+
+    Asked for a value, it fails the trial: the study suggested a parameter that is not on the grid
+    (one it suggests only for some values of another, which the grid, taken from the declared
+    space, cannot hold).
+    """
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+        return {}
+
+    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+        raise RuntimeError(
+            f"grid search: trial {trial.number} has no grid value for parameter {param_name!r} (the grid holds the "
+            "parameters the study suggests for every configuration, not one it suggests only for some)"
+        )

@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from search.exceptions import SearchError
+
 
 class SpaceRecorder:
     """Duck-types the parts of ``optuna.Trial`` a ``suggest`` uses; records each distribution."""
@@ -165,3 +167,40 @@ def check_narrow(study: Any, ranges: dict[str, list[float]]) -> None:
             numeric = ", ".join(n for n, d in space.items() if not isinstance(d, CategoricalDistribution))
             raise ValueError(f"--narrow: no numeric parameter {name!r} in the study's space ({numeric})")
     record_space(NarrowedStudy(study, ranges))  # raises for a range outside the study's
+
+
+def check_configuration(space: dict[str, str], config: dict[str, Any], where: str) -> dict[str, Any]:
+    """``config`` cast to the space's types; one line naming the parameter when it is not in the space."""
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+        json_to_distribution,
+    )
+
+    checked = {}
+    for name, value in config.items():
+        if name not in space:
+            raise SearchError(f"{where}: {name!r} is no parameter of the study; its parameters: {', '.join(space)}")
+        dist = json_to_distribution(space[name])
+        if isinstance(dist, CategoricalDistribution):
+            if value not in dist.choices:
+                raise SearchError(f"{where}: {name}={value!r} is not one of {list(dist.choices)}")
+            checked[name] = value
+            continue
+        assert isinstance(dist, FloatDistribution | IntDistribution)
+        number = _number(value, float if isinstance(dist, FloatDistribution) else int, f"{where}: {name}")
+        if not dist.low <= number <= dist.high:
+            raise SearchError(f"{where}: {name}={value} is outside the study's range {dist.low:g}..{dist.high:g}")
+        checked[name] = number
+    return checked
+
+
+def _number(value: Any, kind: type, what: str) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if number != number or isinstance(value, bool) or (kind is int and not number.is_integer()):
+        raise SearchError(f"{what} must be {'a whole number' if kind is int else 'a number'}, got {value!r}")
+    return kind(number)

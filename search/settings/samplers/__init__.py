@@ -8,6 +8,7 @@ SAMPLERS: dict[str, type[SamplerSpec]] = registry(__name__, (
     "_random:Random",
     "_qmc:Qmc",
     "_cmaes:CmaEs",
+    "_grid:Grid",
 ))  # fmt: skip
 """Name -> its class, in the order ``--help`` lists them."""
 

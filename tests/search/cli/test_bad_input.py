@@ -23,7 +23,7 @@ def _assert_one_line_error(proc, fragment: str) -> None:
     [
         (["--trials", "0"], "--trials must be a positive number"),
         (["--trials", "-3"], "--trials must be a positive number"),
-        (["--trials", "5", "--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe"),
+        (["--trials", "5", "--sampler", "hyperopt"], "unknown sampler 'hyperopt'; choose one of: tpe"),
         (["--trials", "5", "--pruner", "wilcoxon"], "unknown pruner 'wilcoxon'"),
         (["--trials", "5", "--pruner", "median:startup=x"], "bad value 'x' for pruner option median:startup"),
         (["--trials", "5", "--pruner", "hyperband:warmup=5"], "unknown option 'warmup' for pruner 'hyperband'"),

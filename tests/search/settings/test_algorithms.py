@@ -10,7 +10,16 @@ import pytest
 
 from search.coordination import Coordinator
 from search.exceptions import SearchError
-from search.settings import PRUNERS, SAMPLERS, SearchSettings, StudyRecord, make_pruner, make_sampler, validate
+from search.settings import (
+    PRUNERS,
+    SAMPLERS,
+    SearchSettings,
+    StudyRecord,
+    grid_points,
+    make_pruner,
+    make_sampler,
+    validate,
+)
 
 EPOCHS = 6
 
@@ -20,7 +29,8 @@ def _search(tmp_path, sampler: str, pruner: str, trials: int = 14) -> optuna.Stu
     record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
                          settings=SearchSettings(sampler=sampler, pruner=pruner))  # fmt: skip
     coordinator = Coordinator(f"sqlite:///{tmp_path}/study.db", "algorithms")
-    study, _ = coordinator.create_or_resume(record, trials)
+    grid = {"x": [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5], "y": list(range(1, 1 + trials // 7))}
+    study, _ = coordinator.create_or_resume(record, trials, _points(sampler, grid))
     study = coordinator.load(worker_ordinal=coordinator.join())
     while True:
         trial, _ = coordinator.claim(study)
@@ -37,6 +47,11 @@ def _search(tmp_path, sampler: str, pruner: str, trials: int = 14) -> optuna.Stu
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             study.tell(trial, (x - 0.5) ** 2 + 1 / (y * EPOCHS))
+
+
+def _points(sampler: str, grid: dict[str, list[float]]) -> list[dict[str, float]]:
+    """A grid search's trials are its points, queued as the study is created (``search start`` does it)."""
+    return grid_points(grid, seed=0) if sampler == "grid" else []
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -170,7 +185,7 @@ def test_every_sampler_samples_through_a_workers_claim_and_suggestion(sampler, t
     record = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", search_epochs=EPOCHS,
                          settings=SearchSettings(sampler=spec, pruner="none"))  # fmt: skip
     coordinator = Coordinator(f"sqlite:///{tmp_path}/study.db", "worker-path")
-    coordinator.create_or_resume(record, 10)
+    coordinator.create_or_resume(record, 10, _points(sampler, {"x": [i / 5 - 1 for i in range(10)], "lr": [0.01]}))
     study = coordinator.load(worker_ordinal=coordinator.join())
     copy = storage.StudyTrials(coordinator.storage, study._study_id)
     while True:
