@@ -132,11 +132,11 @@ def run_trial(coordinator: Coordinator, study: Any, trials: Any, record: StudyRe
               args: argparse.Namespace, stats: WorkerStats, worker: str) -> None:  # fmt: skip
     """One simulated trial through the worker's own calls, from its claim on."""
     started = time.perf_counter()
-    ctx = SimpleNamespace(coordinator=coordinator, optuna_study=study, record=record, cpu_at_claim=time.process_time())
+    cpu_at_claim = time.process_time()
     with heartbeat(coordinator, study, trial):
         st.set_user_attrs(coordinator.storage, st.trial_id(trial), {"worker": worker, "host": "bench"})
         before = time.perf_counter()
-        params = suggest_params(SpaceOfTwo(), coordinator.storage, trial)
+        params = suggest_params(SpaceOfTwo(), coordinator.storage, trial)  # type: ignore[arg-type]  # a study's suggest
         stats.suggests.append(time.perf_counter() - before)
         hook = PruningHook(trial, METRIC, trials, patience=0)
         history: list[dict[str, float]] = []
@@ -146,12 +146,19 @@ def run_trial(coordinator: Coordinator, study: Any, trials: Any, record: StudyRe
             history.append({METRIC: value})
             if hook(epoch, {METRIC: value}):
                 break
-        result = SimpleNamespace(history=history, resumed_from_epoch=0, epochs_run=len(history), stopped_early=False,
-                                 fit_seconds=time.perf_counter() - started, callback_seconds=0.0, best_epoch=0,
-                                 samples_per_second=0.0)  # fmt: skip
-        finish_ok(ctx, trial, NoRun(), result, hook, started)  # type: ignore[arg-type]
+        finish(coordinator, study, record, trial, hook, history, started, cpu_at_claim)
     stats.trials += 1
     stats.pruned += hook.pruned_epoch is not None
+
+
+def finish(coordinator: Coordinator, study: Any, record: StudyRecord, trial: Any, hook: PruningHook,
+           history: list[dict[str, float]], started: float, cpu_at_claim: float) -> None:  # fmt: skip
+    """Tell the trial's end through the worker's ``finish_ok``: no MLflow run, a result of its curve alone."""
+    ctx = SimpleNamespace(coordinator=coordinator, optuna_study=study, record=record, cpu_at_claim=cpu_at_claim)
+    result = SimpleNamespace(history=history, resumed_from_epoch=0, epochs_run=len(history), stopped_early=False,
+                             fit_seconds=time.perf_counter() - started, callback_seconds=0.0, best_epoch=0,
+                             samples_per_second=0.0)  # fmt: skip
+    finish_ok(ctx, trial, NoRun(), result, hook, started)  # type: ignore[arg-type]
 
 
 def worker_thread(url: str, record: StudyRecord, args: argparse.Namespace, ready: Any, go: Any,
@@ -288,6 +295,7 @@ def fresh_database(admin: sqlalchemy.Engine) -> Iterator[tuple[str, str]]:
 
 @dataclass
 class Result:
+    database: str
     workers: int
     claims_per_s: float
     claim_p50: float
@@ -343,7 +351,7 @@ def run(admin: sqlalchemy.Engine, workers: int, args: argparse.Namespace) -> Res
         xacts = transactions(admin, database) - xact_before
     claims = [c for g in gathered for c in g[0]]
     return Result(
-        workers=workers, claims_per_s=len(claims) / window, claim_p50=percentile(claims, 0.5),
+        database=database, workers=workers, claims_per_s=len(claims) / window, claim_p50=percentile(claims, 0.5),
         claim_p99=percentile(claims, 0.99), hold_mean=statistics.fmean([h for g in gathered for h in g[2]] or [0.0]),
         suggest_p50=percentile([s for g in gathered for s in g[1]], 0.5), connections=monitor.most,
         pg_cpu=monitor.cpu(), window=window, trials=sum(g[3] for g in gathered), pruned=sum(g[4] for g in gathered),
@@ -361,7 +369,7 @@ def print_result(r: Result, saturated: bool) -> None:
           f"{r.suggest_p50 * ms:6.1f} ms", flush=True)  # fmt: skip
     print(f"        connections {r.connections} ({r.connections / r.workers:.2f} per worker)   PG CPU "
           f"{r.pg_cpu / trials * ms:6.2f} ms/trial, {r.pg_cpu / r.window:.2f} cores   xact/trial "
-          f"{r.xacts / trials:5.1f}   trials {r.trials} ({r.pruned} pruned) in {r.window:.0f} s", flush=True)  # fmt: skip
+          f"{r.xacts / trials:5.1f}   trials {r.trials} ({r.pruned} pruned) in {r.window:.0f} s")  # fmt: skip
     lock_rate = 1 / r.hold_mean if r.hold_mean else float("nan")
     measured = saturated and r.claims_per_s
     ceilings = "  ".join(f"{label}: " + (f"{r.claims_per_s * s:,.0f} measured, " if measured else "")
