@@ -10,6 +10,8 @@ at random. ``ANALYZE`` follows, as autovacuum would do soon after on a real serv
 
   claim (join)   the first ``Coordinator.claim`` of a worker that just joined (it reads every trial)
   claim          the median of the next ``--repeats`` claims of that worker (each reads what changed)
+  lock hold      the median time those claims held the study lock: 1 / hold bounds the claims per
+                 second of a study (``bench_coordination.py``)
   suggest        TPE's ``suggest_params`` for those trials, median
   pruner         one ``PruningHook`` call where the pruner is asked (median rule), median
   reaper         one ``Coordinator.reap`` pass finding no dead trial, median
@@ -58,7 +60,7 @@ import storage as st  # noqa: E402
 from search.execution._pruning import PruningHook  # noqa: E402
 from search.execution._suggest import suggest_params  # noqa: E402
 
-FIGURES = ("claim (join)", "claim", "suggest", "pruner", "reaper", "status", "trials --top", "report")
+FIGURES = ("claim (join)", "claim", "lock hold", "suggest", "pruner", "reaper", "status", "trials --top", "report")
 _COPIES = [
     """INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete)
        SELECT g, t.study_id, t.state, t.datetime_start + (g - t.number) * interval '1 second',
@@ -155,6 +157,7 @@ def time_worker(url: str, args: argparse.Namespace) -> dict[str, float]:
                 break
         finish(coordinator, study, record, trial, hook, history, time.perf_counter(), time.process_time())
     out = {name: statistics.median(values) for name, values in figures.items() if values}
+    out["lock hold"] = statistics.median(coordinator.holds)
     out["reaper"] = median_time(lambda: coordinator.reap(study), args.repeats)
     coordinator.storage.engine.dispose()
     return out
