@@ -1,0 +1,244 @@
+"""Large studies: how the claim, the sampler, the pruner, the reaper and the views scale with a study's size.
+
+For each N it writes a study of N finished trials to a fresh PostgreSQL database, quickly but as
+Optuna writes them: ``--seed-trials`` trials run first through the worker's own path
+(``benchmarks/bench_coordination.py``'s simulated worker: claim, ``suggest_params`` with TPE,
+``PruningHook`` over ``--epochs`` epochs, ``finish_ok``), then SQL on the storage's engine copies
+those rows (trials, params, values, intermediate values, user and system attributes, heartbeats)
+N / seed times over, with fresh numbers, params drawn uniformly from the space and values scaled
+at random. ``ANALYZE`` follows, as autovacuum would do soon after on a real server. Then it times:
+
+  claim (join)   the first ``Coordinator.claim`` of a worker that just joined (it reads every trial)
+  claim          the median of the next ``--repeats`` claims of that worker (each reads what changed)
+  lock hold      the median time those claims held the study lock: 1 / hold bounds the claims per
+                 second of a study (``bench_coordination.py``)
+  suggest        TPE's ``suggest_params`` for those trials, median
+  pruner         one ``PruningHook`` call where the pruner is asked (median rule), median
+  reaper         one ``Coordinator.reap`` pass finding no dead trial, median
+  status         ``search status`` as a subprocess (its Python start-up is in every figure)
+  trials --top   ``search trials --top 20``, subprocess
+  report         ``search report --no-mlflow``, subprocess, and the size of the page
+
+and prints each figure for each N and its ratio to the smallest N's.
+
+    python benchmarks/bench_large_study.py --trials 1000,10000
+    python benchmarks/bench_large_study.py --trials 1000,10000,100000 --skip report
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_coordination import (  # noqa: E402
+    ADMIN_URL,
+    METRIC,
+    ROOT,
+    STUDY,
+    SpaceOfTwo,
+    TimedCoordinator,
+    WorkerStats,
+    finish,
+    fresh_database,
+    make_record,
+    run_trial,
+)
+
+import storage as st  # noqa: E402
+from search.execution._pruning import PruningHook  # noqa: E402
+from search.execution._suggest import suggest_params  # noqa: E402
+
+FIGURES = ("claim (join)", "claim", "lock hold", "suggest", "pruner", "reaper", "status", "trials --top", "report")
+_COPIES = [
+    """INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete)
+       SELECT g, t.study_id, t.state, t.datetime_start + (g - t.number) * interval '1 second',
+              t.datetime_complete + (g - t.number) * interval '1 second'
+       FROM generate_series(:k, :n - 1) AS g JOIN trials t ON t.study_id = :sid AND t.number = g % :k""",
+    """CREATE TEMP TABLE copies AS SELECT c.trial_id AS new_id, t.trial_id AS old_id
+       FROM trials c JOIN trials t ON t.study_id = c.study_id AND t.number = c.number % :k
+       WHERE c.study_id = :sid AND c.number >= :k""",
+    """INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json)
+       SELECT m.new_id, p.param_name,
+              CASE p.param_name WHEN 'x' THEN -2 + 4 * random() ELSE exp(ln(0.001) + random() * ln(500)) END,
+              p.distribution_json
+       FROM copies m JOIN trial_params p ON p.trial_id = m.old_id""",
+    """INSERT INTO trial_values (trial_id, objective, value, value_type)
+       SELECT m.new_id, v.objective, v.value * (0.5 + random()), v.value_type
+       FROM copies m JOIN trial_values v ON v.trial_id = m.old_id""",
+    """INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type)
+       SELECT m.new_id, v.step, v.intermediate_value * (0.5 + random()), v.intermediate_value_type
+       FROM copies m JOIN trial_intermediate_values v ON v.trial_id = m.old_id""",
+    """INSERT INTO trial_user_attributes (trial_id, key, value_json)
+       SELECT m.new_id, a.key, a.value_json FROM copies m JOIN trial_user_attributes a ON a.trial_id = m.old_id""",
+    """INSERT INTO trial_system_attributes (trial_id, key, value_json)
+       SELECT m.new_id, a.key, a.value_json FROM copies m JOIN trial_system_attributes a ON a.trial_id = m.old_id""",
+    """INSERT INTO trial_heartbeats (trial_id, heartbeat)
+       SELECT m.new_id, h.heartbeat FROM copies m JOIN trial_heartbeats h ON h.trial_id = m.old_id""",
+]
+
+
+def seed(url: str, args: argparse.Namespace) -> None:
+    """``--seed-trials`` trials through the worker's path, one after another."""
+    record = make_record(args.epochs, heartbeat_interval=10, grace_period=60)
+    creator = TimedCoordinator(url, STUDY)
+    creator.holds = []
+    creator.create_or_resume(record, budget=10**9)
+    study = creator.load(worker_ordinal=creator.join())
+    trials = st.StudyTrials(creator.storage, st.study_id(study))
+    run = SimpleNamespace(trial_seconds=0.0, epochs=args.epochs)
+    for _ in range(args.seed_trials):
+        trial, _ = creator.claim(study, trials)
+        assert trial is not None, "the budget is a billion trials"
+        run_trial(creator, study, trials, record, trial, run, WorkerStats(), "bench:seed")  # type: ignore[arg-type]
+    creator.storage.engine.dispose()
+
+
+def grow(url: str, n: int, k: int) -> float:
+    """Copy the seed trials' rows up to ``n`` trials; seconds taken."""
+    started = time.perf_counter()
+    engine = st.create_engine(url)
+    with engine.begin() as conn:
+        sid = conn.execute(sqlalchemy.text("SELECT study_id FROM studies WHERE study_name = :s"), {"s": STUDY}).scalar()
+        for statement in _COPIES:
+            conn.execute(sqlalchemy.text(statement), {"k": k, "n": n, "sid": sid})
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sqlalchemy.text("ANALYZE"))
+    engine.dispose()
+    return time.perf_counter() - started
+
+
+def median_time(call: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        before = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - before)
+    return statistics.median(times)
+
+
+def time_worker(url: str, args: argparse.Namespace) -> dict[str, float]:
+    """Claim, suggest, prune and reap as a worker that joins the large study."""
+    coordinator = TimedCoordinator(url, STUDY, schema_checked=True)
+    coordinator.holds = []
+    record = coordinator.read_record()
+    study = coordinator.load(worker_ordinal=coordinator.join())
+    trials = st.StudyTrials(coordinator.storage, st.study_id(study))
+    figures: dict[str, list[float]] = {"suggest": [], "pruner": []}
+    for i in range(args.repeats + 1):
+        before = time.perf_counter()
+        trial, _ = coordinator.claim(study, trials)
+        figures.setdefault("claim (join)" if i == 0 else "claim", []).append(time.perf_counter() - before)
+        assert trial is not None, "the budget is a billion trials"
+        before = time.perf_counter()
+        params = suggest_params(SpaceOfTwo(), coordinator.storage, trial)  # type: ignore[arg-type]  # a study's suggest
+        figures["suggest"].append(time.perf_counter() - before)
+        hook = PruningHook(trial, METRIC, trials, patience=0)
+        history = []
+        for epoch in range(args.epochs):
+            value = (params["x"] - 0.3) ** 2 + 1.0 / (epoch + 1)
+            history.append({METRIC: value})
+            asked, before = hook.asked, time.perf_counter()
+            pruned = hook(epoch, {METRIC: value})
+            if hook.asked > asked:
+                figures["pruner"].append(time.perf_counter() - before)
+            if pruned:
+                break
+        finish(coordinator, study, record, trial, hook, history, time.perf_counter(), time.process_time())
+    out = {name: statistics.median(values) for name, values in figures.items() if values}
+    out["lock hold"] = statistics.median(coordinator.holds)
+    out["reaper"] = median_time(lambda: coordinator.reap(study), args.repeats)
+    coordinator.storage.engine.dispose()
+    return out
+
+
+def time_cli(url: str, args: argparse.Namespace, skip: set[str]) -> tuple[dict[str, float], int | None]:
+    """Seconds of each view as a subprocess, and the report's size in bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    out: dict[str, float] = {}
+    size = None
+    with tempfile.TemporaryDirectory() as tmp:
+        where = ["--storage", url, "--name", STUDY, "--tracking-uri", f"sqlite:///{tmp}/mlflow.db"]
+        page = Path(tmp) / "report.html"
+        commands = {"status": ["status"], "trials --top": ["trials", "--top", "20"],
+                    "report": ["report", "--no-mlflow", "-o", str(page)]}  # fmt: skip
+        for name, command in commands.items():
+            if name.split()[0] in skip:
+                continue
+            before = time.perf_counter()
+            try:
+                done = subprocess.run([sys.executable, "-m", "search", *command, *where], cwd=tmp, env=env,
+                                      capture_output=True, text=True, timeout=args.cli_timeout)  # fmt: skip
+            except subprocess.TimeoutExpired:
+                out[name] = float("inf")
+                continue
+            out[name] = time.perf_counter() - before
+            if done.returncode != 0:
+                print(f"  search {' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+                out[name] = float("nan")
+        if page.exists():
+            size = page.stat().st_size
+    return out, size
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", default="1000,10000", help="study sizes N, comma-separated [1000,10000]")
+    parser.add_argument("--seed-trials", type=int, default=50, help="trials run through the worker's path [50]")
+    parser.add_argument("--epochs", type=int, default=8, help="epochs (intermediate values) per trial [8]")
+    parser.add_argument("--repeats", type=int, default=5, help="claims, suggestions and reaper passes timed [5]")
+    parser.add_argument("--skip", default="", help="views not to time: status,trials,report")
+    parser.add_argument("--cli-timeout", type=float, default=600.0, help="seconds a view may take [600]")
+    parser.add_argument("--admin-url", default=ADMIN_URL, help="a database to create the benchmark's in [%(default)s]")
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = [int(n) for n in args.trials.split(",")]
+    except ValueError:
+        parser.error(f"--trials must be whole numbers separated by commas, got {args.trials!r}")
+    if min(args.sizes) < args.seed_trials or args.seed_trials < 1:
+        parser.error(f"--trials must each be at least --seed-trials ({args.seed_trials})")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
+    args = parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    admin = sqlalchemy.create_engine(args.admin_url, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.NullPool)
+    results: dict[int, dict[str, float]] = {}
+    for n in args.sizes:
+        with fresh_database(admin) as (_, url):
+            seed(url, args)
+            took = grow(url, n, args.seed_trials)
+            figures = time_worker(url, args)
+            views, size = time_cli(url, args, skip)
+            results[n] = {**figures, **views}
+            report = f", report {size / 1e6:.1f} MB" if size else ""
+            print(f"N={n}: written in {took:.1f} s{report}", flush=True)
+            print("  " + "  ".join(f"{k} {1000 * v:.1f} ms" for k, v in results[n].items()), flush=True)
+    admin.dispose()
+    base = args.sizes[0]
+    print(f"\n{'':<14}" + "".join(f"{f'N={n}':>12}" for n in args.sizes) + "".join(
+        f"{f'x{n // base}':>10}" for n in args.sizes[1:]))  # fmt: skip
+    for name in FIGURES:
+        if name not in results[base]:
+            continue
+        row = "".join(f"{1000 * results[n].get(name, float('nan')):>10.1f}ms" for n in args.sizes)
+        ratios = "".join(f"{results[n].get(name, float('nan')) / results[base][name]:>10.1f}" for n in args.sizes[1:])
+        print(f"{name:<14}{row}{ratios}", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
