@@ -57,7 +57,8 @@ class TrialCounts:
     @property
     def paused(self) -> int:
         """Paused trials that no attempt continues (yet): they end as they are if none resumes them."""
-        return self.paused_attempts - self.resumed
+        # A study's one pruner either pauses (every resumption continues a paused attempt) or not.
+        return self.paused_attempts - self.resumed if self.paused_attempts else 0
 
     @property
     def failed(self) -> int:

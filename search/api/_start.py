@@ -40,6 +40,7 @@ from search.settings import (
     grid_size,
     is_grid,
     load_study,
+    parse_pruner,
     record_space,
     remove_study_dir,
     resolve_grid,
@@ -90,6 +91,7 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
+    parse_pruner(settings.pruner).check_study(study, record.space)  # e.g. pbt: the study's mutable parameters
     known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
                   for i, c in enumerate(opts.enqueue))  # fmt: skip
     if is_grid(settings.sampler):

@@ -18,6 +18,7 @@ from search.settings import PAUSED_AT_ATTR, pausing_spec
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
     from sqlalchemy.engine import Connection
 
 log = logging.getLogger(__name__)
@@ -36,14 +37,9 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
         return None
     paused_id, at = found
     frozen = coordinator.storage.get_trial(paused_id)
-    callback = coordinator.storage.heartbeat_stale_trial_callback
     attrs = {k: v for k in ("mlflow_run_id",) if (v := frozen.user_attrs.get(k)) is not None}
     attrs["resumed_from"] = frozen.number
-    if isinstance(callback, RetryDeadTrial):
-        queued = callback.queue(study, frozen, free=True, user_attrs=attrs)
-    else:  # a study without heartbeats: no retries, but resumptions all the same
-        queued = RetryDeadTrial(coordinator.storage, 0).queue(study, frozen, free=True, user_attrs=attrs)
-    if queued is None:
+    if queue_continuation(coordinator.storage, study, frozen, attrs) is None:
         return None
     log.info("resuming trial %d from epoch %d (paused as trial %d)", frozen.system_attrs.get(
         "failed_trial", frozen.number), at, frozen.number)  # fmt: skip
@@ -74,3 +70,14 @@ def study_finished(coordinator: Any, study: optuna.Study | None = None) -> bool:
         return False
     study = study or coordinator.load()
     return retrying(lambda: resumable(coordinator, study), "looking for paused trials") is None
+
+
+def queue_continuation(
+    storage: Any, study: optuna.Study, attempt: FrozenTrial, user_attrs: dict[str, Any]
+) -> int | None:
+    """Queue the continuation of ``attempt``'s logical trial (a paused trial's resumption, a replaced
+    trial's copy), as a retry is queued but spending none of ``--max-retries``; its id, or None
+    when the attempt has a continuation already."""
+    callback = storage.heartbeat_stale_trial_callback
+    queue = callback if isinstance(callback, RetryDeadTrial) else RetryDeadTrial(storage, 10**9)
+    return queue.queue(study, attempt, free=True, user_attrs=user_attrs)

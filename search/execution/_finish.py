@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
-from search.settings import PAUSED_AT_ATTR, pausing_spec
+from search.execution._exploit import replace_trial
+from search.execution._metrics import final_metrics, speed_attrs
+from search.settings import PAUSED_AT_ATTR, exploiting_spec, pausing_spec
 from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
@@ -47,11 +49,14 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     pruned = hook.pruned_epoch is not None
     # Freeze-thaw: "pruned" is paused, told as PRUNED (what it is if it never resumes), checkpoint kept.
     paused = pruned and pausing_spec(ctx.optuna_study.pruner) is not None
+    # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
+    replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
+    replaced = replaced and replace_trial(ctx, trial, hook.pruned_epoch) is not None
     value = None if pruned else _best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
-    state = "PAUSED" if paused else "PRUNED" if pruned else "COMPLETE"
+    state = "PAUSED" if paused else "REPLACED" if replaced else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
     if pruned:
-        tags["hpsearch.paused_epoch" if paused else "hpsearch.pruned_epoch"] = hook.pruned_epoch
+        tags[f"hpsearch.{'paused' if paused else 'replaced' if replaced else 'pruned'}_epoch"] = hook.pruned_epoch
     stopped = None if pruned or not result.stopped_early else hook.stopped_epoch
     if stopped is not None:  # --patience: complete, its value its best epoch's
         tags["hpsearch.stopped_epoch"] = stopped
@@ -76,39 +81,15 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         attrs["stopped_epoch"] = stopped
     if paused:
         attrs[PAUSED_AT_ATTR] = hook.pruned_epoch
-    attrs |= _speed_attrs(result.history)
+    if replaced:
+        attrs["exploited_at"] = hook.pruned_epoch
+    if getattr(result, "mutations", None):  # what a replaced trial's continuation changed, and when
+        attrs["mutations"] = [m.to_dict() for m in result.mutations]
+    attrs |= speed_attrs(result.history)
     if final := final_metrics(result.history):
         attrs["final_metrics"] = final
     _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored)
     return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
-
-
-def _speed_attrs(history: list[dict[str, float]]) -> dict[str, float]:
-    """The median epoch's model TFLOP/s and MFU, and the most memory any epoch took, where fit
-    measured them (MFU and memory on CUDA only)."""
-    out: dict[str, float] = {}
-    for key, digits in (("model_tflops", 4), ("mfu", 4)):
-        values = sorted(h[key] for h in history if key in h)
-        if values:
-            out[key] = round(values[len(values) // 2], digits)
-    memory = [h["peak_memory_mb"] for h in history if "peak_memory_mb" in h]
-    if memory:
-        out["peak_memory_mb"] = round(max(memory), 1)
-    return out
-
-
-_NOT_MODEL_METRICS = frozenset({
-    "epoch", "lr", "grad_norm", "grad_norm_max", "nonfinite_grad_norms", "skipped_steps", "loss_spikes",
-    "epoch_seconds", "samples_per_second", "tokens_per_second", "model_tflops", "mfu", "peak_memory_mb",
-})  # fmt: skip
-"""The trainer's per-epoch diagnostics and speed: the rest (losses, the task's metrics) describe the model."""
-
-
-def final_metrics(history: list[dict[str, float]]) -> dict[str, float]:
-    """The last epoch's model metrics (losses, accuracy, F1, ...), kept on the trial so `search trials`
-    can show and sort by them without asking MLflow for each run."""
-    last = history[-1] if history else {}
-    return {k: float(v) for k, v in last.items() if k not in _NOT_MODEL_METRICS and math.isfinite(v)}
 
 
 def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -15,11 +16,12 @@ from search.coordination import heartbeat, retrying
 from search.exceptions import DatabaseUnavailableError, EnvironmentFailure
 from search.execution._context import TrialOutcome, WorkerContext, group_sharding
 from search.execution._environment import environment_failure
+from search.execution._exploit import LINEAGE_ATTRS
 from search.execution._finish import finish_failed, finish_ok, finish_unstarted, requeue
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import params_dict, pausing_spec, resolve_patience, study_dir
+from search.settings import exploiting_spec, params_dict, pausing_spec, resolve_patience, study_dir
 from storage import cached_frozen_trial, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
@@ -81,7 +83,10 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
     if broken is not None:
         raise EnvironmentFailure(f"{broken} in trial {trial.number}, which is requeued; this worker stops")
     # A retry resumes from these checkpoints, as does a paused trial once a worker resumes it.
-    if outcome.state not in ("LOST", "PAUSED") and not outcome.retried:
+    # A replaced trial's folder holds the checkpoint its continuation goes on from; under
+    # population-based training, any trial's checkpoints may be copied until the study ends.
+    kept = outcome.state in ("LOST", "PAUSED", "REPLACED") or exploiting_spec(ctx.optuna_study.pruner) is not None
+    if not kept and not outcome.retried:
         # Checkpoints exist so a dead attempt can be resumed; a finished trial needs none.
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         with contextlib.suppress(OSError):  # the study's folder, once its last trial's is gone (not if others are left)
@@ -110,6 +115,8 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
         tags.update({"hpsearch.resumed_from": previous, "hpsearch.resumed_from_trial": inherited["resumed_from"],
                      "hpsearch.logical_trial": base})  # fmt: skip
         previous = None
+        if "pbt_parent" in inherited:  # population-based training: whose checkpoint, when, what changed
+            tags.update({f"hpsearch.{k}": json.dumps(inherited[k]) for k in LINEAGE_ATTRS if k in inherited})
     elif previous:
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
 
@@ -178,6 +185,13 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
     )
     if pausing_spec(ctx.optuna_study.pruner) is not None:  # where it may pause, it resumes later
         infra = infra.replace(checkpoint_at=frozenset(ctx.optuna_study.pruner.rungs))
+    if exploiting_spec(pruner := ctx.optuna_study.pruner) is not None:  # each check epoch's, to be copied
+        checks = frozenset(range(pruner.interval, ctx.record.search_epochs, pruner.interval))
+        infra = infra.replace(checkpoint_at=checks, keep_last=len(checks) + 1)
+    if "pbt_parent" in cached_frozen_trial(trial).user_attrs:  # goes on from a copy, mutable params changed
+        from studies import mutable_params
+
+        infra = infra.replace(mutable=frozenset(mutable_params(ctx.study).values()))
     if ctx.gang is not None:
         config = config.replace(sharding=group_sharding())
         retrying(lambda: trial.set_user_attr("sharding", config.sharding), f"recording trial {trial.number}")

@@ -15,7 +15,7 @@ from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
 from search.execution._machine import idle_wait
 from search.execution._trial import run_trial
-from search.settings import load_study, pausing_spec, study_dir
+from search.settings import exploiting_spec, load_study, pausing_spec, study_dir
 from search.tracking import Tracker
 
 if TYPE_CHECKING:
@@ -156,17 +156,22 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
 
 def discard_paused(ctx: WorkerContext) -> None:
     """The study is over: the checkpoints of its paused trials that no worker resumed are not
-    needed any more (each stays PRUNED, with the values it reported)."""
+    needed any more (each stays PRUNED, with the values it reported), nor, under population-based
+    training, any trial's."""
     import shutil
 
     import storage as st
     from search.settings import PAUSED_AT_ATTR
 
+    root = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name)
+    if exploiting_spec(ctx.optuna_study.pruner) is not None:  # population-based training kept them all
+        for folder in root.glob("trial-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+        return
     if pausing_spec(ctx.optuna_study.pruner) is None:
         return
     engine, sid = ctx.coordinator.storage.engine, ctx.coordinator.study_id()
     paused = retrying(lambda: st.paused_trials(engine, sid, PAUSED_AT_ATTR), "reading paused trials")
-    root = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name)
     for number in paused:
         shutil.rmtree(root / f"trial-{number}", ignore_errors=True)
     if paused:

@@ -74,7 +74,8 @@ def finished_line(row: TrialRow) -> str:
     took = "" if row.duration_seconds is None else f" in {duration(row.duration_seconds)}"
     where = f" on {row.worker}" if row.worker else ""
     if row.state == "PRUNED":
-        paused = "PAUSED" if "paused_at" in row.extra else "PRUNED"  # freeze-thaw: a worker may resume it
+        # Freeze-thaw: a worker may resume it; population-based training: a copy of a better one goes on.
+        paused = "PAUSED" if "paused_at" in row.extra else "REPLACED" if "exploited_at" in row.extra else "PRUNED"
         return f"trial {row.number} {paused} at epoch {row.epochs}{took}{where}"
     if row.state == "COMPLETE":
         value = "" if row.value is None else f" {row.value:.5g}"

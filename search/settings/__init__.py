@@ -33,7 +33,7 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._names import MAX_NAME_LENGTH, NAME_RULE, check_study_name, remove_study_dir, study_dir
-from search.settings._prune_points import may_prune_at, pausing_spec, reads_running_trials
+from search.settings._prune_points import exploiting_spec, may_prune_at, pausing_spec, reads_running_trials
 from search.settings._record import (
     FIRST_RUNG_ATTR,
     SearchSettings,
@@ -88,6 +88,7 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "may_prune_at",
+    "exploiting_spec",
     "pausing_spec",
     "reads_running_trials",
     "params_dict",

@@ -49,6 +49,12 @@ def pausing_spec(pruner: Any) -> Any:
     return spec if spec is not None and spec.pauses else None
 
 
+def exploiting_spec(pruner: Any) -> Any:
+    """The registry class of ``pruner`` if its "prune" means replace (population-based training), else None."""
+    spec = _spec_of(pruner)
+    return spec if spec is not None and spec.exploits else None
+
+
 def reads_running_trials(pruner: Any) -> bool:
     """Whether ``pruner`` reads other running trials (their values, their rung records): the median
     and percentile rules, Wilcoxon's and a threshold read only this trial's values and complete

@@ -286,28 +286,3 @@ def _record_first_rung(study: optuna.Study, epoch: int, rho: float, trials: int,
             )
     except Exception:  # noqa: BLE001 - a record for people; pruning goes on without it
         pass
-
-
-class AshaPruner(optuna.pruners.BasePruner):
-    """Freeze-thaw (``search/settings/pruners/_asha.py``): ``prune()`` True means *pause* this trial
-    at its rung, as it is not in the top ``1/factor`` of the logical trials that reached it."""
-
-    def __init__(self, first: int, factor: int, epochs: int) -> None:
-        from search.settings._freeze_thaw import rungs
-
-        self.first, self.factor, self.epochs = first, factor, epochs
-        self.rungs = rungs(first, factor, epochs)
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        from optuna.trial import TrialState
-
-        from search.settings._freeze_thaw import goes_on, logical_values
-
-        step = trial.last_step
-        if step is None or step not in self.rungs:
-            return False
-        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        others = [t for t in study.get_trials(deepcopy=False, states=states) if t.number != trial.number]
-        values = logical_values([*others, trial])
-        maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        return not goes_on(values, logical_number(trial), step, self.factor, maximize)

@@ -114,6 +114,8 @@ class PrunerSpec(AlgorithmSpec):
     reads_running_trials: ClassVar[bool] = True
     """Whether its pruners read other running trials (their values, their rung records); those that
     do not are handed the running trials as first read (``storage.StudyTrials``)."""
+    exploits: ClassVar[bool] = False
+    """Whether its "prune" means *replace*: population-based training (``pruners/_pbt.py``)."""
     pauses: ClassVar[bool] = False
     """Whether its "prune" means *pause*: the trial ends as PRUNED with its checkpoint kept, and a
     worker resumes it once :meth:`to_resume` names it (freeze-thaw, ``pruners/_asha.py``)."""
@@ -128,6 +130,9 @@ class PrunerSpec(AlgorithmSpec):
 
     def build(self, search_epochs: int) -> BasePruner:
         raise NotImplementedError
+
+    def check_study(self, study: Any, space: dict[str, Any]) -> None:
+        """Refuse, in one line, a study this pruner cannot search (``space``: its recorded search space)."""
 
     @classmethod
     def may_prune_at(cls, pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:

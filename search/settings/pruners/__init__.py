@@ -6,6 +6,7 @@ PRUNERS: dict[str, type[PrunerSpec]] = registry(__name__, (
     "_hyperband:Hyperband",
     "_successive_halving:SuccessiveHalving",
     "_asha:Asha",
+    "_pbt:Pbt",
     "_median:Median",
     "_none:NoPruning",
 ))  # fmt: skip

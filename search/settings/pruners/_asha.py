@@ -35,7 +35,7 @@ class Asha(PrunerSpec):
 
     @classmethod
     def built_types(cls) -> tuple[type, ...]:
-        from search.settings._pruners import AshaPruner
+        from search.settings._schedulers import AshaPruner
 
         return (AshaPruner,)
 
@@ -47,7 +47,7 @@ class Asha(PrunerSpec):
             raise self.refuse(f"min must be below the study's {search_epochs} search epochs")
 
     def build(self, search_epochs: int) -> BasePruner:
-        from search.settings._pruners import AshaPruner
+        from search.settings._schedulers import AshaPruner
 
         self.check(search_epochs)
         return AshaPruner(self["min"], self["factor"], search_epochs)

@@ -1,5 +1,6 @@
 """A study whose validation loss after epoch ``e`` is ``x + 1/e``: trials rank by their parameter at
-every epoch (for freeze-thaw). The epoch count is a buffer of the model, so a trial resumed from a
+every epoch (for freeze-thaw and population-based training: ``lr`` is mutable and changes
+nothing). The epoch count is a buffer of the model, so a trial resumed from a
 checkpoint goes on along its curve, and one started over would report ``x + 1`` again.
 
 Options: ``epochs`` (search epochs, default 4) and ``sleep`` (seconds per epoch, default 0.2, so
@@ -23,6 +24,7 @@ from studies import Fidelity, StudyData
 @dataclass(frozen=True)
 class RankedParams:
     x: float
+    lr: float
 
 
 class RankedModel(nn.Module):
@@ -45,6 +47,7 @@ class RankedStudy:
     name = "ranked"
     metric = "val_loss"
     direction = "minimize"
+    mutable_params = {"lr": "lr"}  # population-based training may change it mid-training
 
     def __init__(self, epochs: int = 4, sleep: float = 0.2) -> None:
         self.sleep = float(sleep)
@@ -52,7 +55,7 @@ class RankedStudy:
         self.full_fidelity = Fidelity(epochs=int(epochs))
 
     def suggest(self, trial: Any) -> RankedParams:
-        return RankedParams(x=trial.suggest_float("x", 0.0, 1.0))
+        return RankedParams(x=trial.suggest_float("x", 0.0, 1.0), lr=trial.suggest_float("lr", 1e-3, 1e-1, log=True))
 
     def load_data(self) -> StudyData:
         rows = trainer.TensorData(torch.zeros(4, 1), torch.full((4,), 0.3))
@@ -62,7 +65,7 @@ class RankedStudy:
         return RankedModel(params.x, self.sleep)
 
     def train_config(self, params: RankedParams, fidelity: Fidelity) -> trainer.TrainConfig:
-        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=0.1, max_grad_norm=None)
+        return trainer.TrainConfig(epochs=fidelity.epochs, batch_size=4, lr=params.lr, max_grad_norm=None)
 
     def train_infra(self, params: RankedParams, fidelity: Fidelity) -> trainer.Infra:
         return trainer.Infra(num_workers=0)

@@ -113,7 +113,7 @@ def test_pruner_options_reach_the_pruner():
         ("tpe", "median:startup=-1", "must be >= 0"),
         ("tpe", "hyperband:factor=1", "factor must be >= 2"),
         ("tpe", "hyperband:min=20", "above the study's 6 search epochs"),
-        ("tpe", "pbt", "unknown pruner 'pbt'"),
+        ("tpe", "pb2", "unknown pruner 'pb2'"),
         ("tpe", "median:warmup=auto,conf=1", "conf is a probability below 1"),
         ("tpe", "median:warmup=auto,rho=1.5", "rho is a rank correlation, at most 1"),
     ],
