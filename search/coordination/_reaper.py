@@ -32,6 +32,9 @@ FREE_RETRIES_ATTR = "free_retries"
 """System attribute: the attempts of a logical trial whose retry spent none of ``--max-retries``."""
 INTERRUPTED = "interrupted"
 """The ``fail_reason`` of a trial its own worker stopped (Ctrl-C, SIGTERM): it resumes later."""
+_ATTEMPT_ONLY = (FAIL_REASON_ATTR, "resumed_from")
+"""An attempt's user attributes a retry of it does not take over: its failure, and the paused or
+replaced attempt it continued (each continuation is counted once: ``storage.TrialCounts.resumed``)."""
 ORPHAN_SLACK_S = 60.0
 """Extra wait before a trial that never heartbeat counts as dead (start times are node clocks)."""
 
@@ -70,8 +73,8 @@ class RetryDeadTrial:
         system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                         "retry_history": history, FREE_RETRIES_ATTR: frees}  # fmt: skip
         # The retry starts clean: the attempt's failure is the attempt's, not the retry's.
-        if user_attrs is None:
-            user_attrs = {key: value for key, value in trial.user_attrs.items() if key != FAIL_REASON_ATTR}
+        if user_attrs is None:  # what the attempt was, not what it did: which attempt it resumed is its own
+            user_attrs = {key: value for key, value in trial.user_attrs.items() if key not in _ATTEMPT_ONLY}
         template = optuna.trial.create_trial(
             state=optuna.trial.TrialState.WAITING, params=trial.params, distributions=trial.distributions,
             user_attrs=user_attrs, system_attrs=system_attrs, intermediate_values=trial.intermediate_values,

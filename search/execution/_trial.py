@@ -115,10 +115,10 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
         tags.update({"hpsearch.resumed_from": previous, "hpsearch.resumed_from_trial": inherited["resumed_from"],
                      "hpsearch.logical_trial": base})  # fmt: skip
         previous = None
-        if "pbt_parent" in inherited:  # population-based training: whose checkpoint, when, what changed
-            tags.update({f"hpsearch.{k}": json.dumps(inherited[k]) for k in LINEAGE_ATTRS if k in inherited})
     elif previous:
         tags.update({"hpsearch.retry_of": previous, "hpsearch.logical_trial": base})
+    if "pbt_parent" in inherited:  # population-based training: whose checkpoint, when, what changed
+        tags.update({f"hpsearch.{k}": json.dumps(inherited[k]) for k in LINEAGE_ATTRS if k in inherited})
 
     def record(more: dict[str, str]) -> None:
         what = f"starting trial {trial.number}"

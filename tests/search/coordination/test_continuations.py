@@ -1,0 +1,48 @@
+"""Continuations (a paused trial's resumption, a replaced trial's copy) and the retries of them."""
+
+from __future__ import annotations
+
+import optuna
+
+import storage
+from search.coordination import RetryDeadTrial, queue_continuation
+
+
+def _study(tmp_path):
+    url = storage.sqlite_url(tmp_path / "optuna.db")
+    study = optuna.create_study(storage=url, study_name="s")
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    return study, dist, optuna.storages.RDBStorage(url)
+
+
+def test_a_retry_of_a_continuation_does_not_count_as_another_continuation(tmp_path):
+    """A dead resumption's retry continues the same logical trial, but resumed nothing itself: the
+    counts would otherwise take one paused attempt for two and report pruned trials one short."""
+    study, dist, rdb = _study(tmp_path)
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, params={"x": 0.5},
+                                              distributions=dist, intermediate_values={1: 1.0},
+                                              user_attrs={"paused_at": 1}))  # fmt: skip
+    paused = study.get_trials()[0]
+    resumed_id = queue_continuation(rdb, study, paused, {"resumed_from": paused.number})
+    assert resumed_id is not None
+    rdb.set_trial_state_values(resumed_id, optuna.trial.TrialState.RUNNING)
+    resumed = rdb.get_trial(resumed_id)
+    retry_id = RetryDeadTrial(rdb, 1).queue(study, resumed)  # its worker died
+    retry = rdb.get_trial(retry_id)
+    assert "resumed_from" not in retry.user_attrs and retry.system_attrs["failed_trial"] == 0
+    assert retry.system_attrs["retry_history"] == [0, resumed.number]
+    counts = storage.count_trials(rdb.engine, storage.study_id(study))
+    assert (counts.resumed, counts.paused_attempts, counts.logical) == (1, 1, 1)
+
+
+def test_a_continuation_spends_no_retry(tmp_path):
+    """A logical trial with its one retry spent (--max-retries 1) may still be resumed."""
+    study, dist, rdb = _study(tmp_path)
+    rdb.heartbeat_stale_trial_callback = RetryDeadTrial(rdb, 1)
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, params={"x": 0.5},
+                                              distributions=dist, intermediate_values={1: 1.0},
+                                              system_attrs={"failed_trial": 0, "retry_history": [5],
+                                                            "free_retries": []}))  # fmt: skip
+    attempt = study.get_trials()[0]
+    assert RetryDeadTrial(rdb, 1).queue(study, attempt) is None  # a second retry: refused
+    assert queue_continuation(rdb, study, attempt, {"resumed_from": attempt.number}) is not None
