@@ -59,3 +59,36 @@ def logical_values(trials: Iterable[Any]) -> dict[int, dict[int, float]]:
         number = int(trial.system_attrs.get("failed_trial", trial.number))
         out[number] = {**out.get(number, {}), **trial.intermediate_values}
     return out
+
+
+def _logical(trial: Any) -> int:
+    return int(trial.system_attrs.get("failed_trial", trial.number))
+
+
+def trained_at(trials: Iterable[Any], logical: int, epoch: int) -> Any:
+    """Population-based training: the attempt whose params trained the checkpoint of ``epoch`` in
+    logical trial ``logical``'s folder: its newest attempt that started before ``epoch``, or, where a
+    copy started at ``epoch`` (its ``pbt_epoch``), the copied checkpoint's trainer, the same way."""
+    trials, seen = list(trials), set()
+    while True:
+        mine = [t for t in trials if _logical(t) == logical and t.user_attrs.get("pbt_epoch", 0) <= epoch]
+        newest = max(mine, key=lambda t: t.number)
+        if newest.user_attrs.get("pbt_epoch") != epoch or logical in seen:
+            return newest
+        seen.add(logical)
+        logical = int(newest.user_attrs["pbt_parent"])
+
+
+def lineage(trials: Iterable[Any], attempt: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The schedule of params that trained ``attempt``'s weights under population-based training:
+    ``(first epoch trained with them - 1, params)``, oldest first (one entry without a lineage)."""
+    trials, schedule = list(trials), []
+    while True:
+        start = attempt.user_attrs.get("pbt_epoch")
+        if not schedule or schedule[-1][1] != attempt.params:
+            schedule.append((int(start or 0), dict(attempt.params)))
+        else:  # the same params on both sides of a copy: one segment
+            schedule[-1] = (int(start or 0), schedule[-1][1])
+        if start is None:
+            return schedule[::-1]
+        attempt = trained_at(trials, int(attempt.user_attrs["pbt_parent"]), int(start))

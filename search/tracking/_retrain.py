@@ -23,6 +23,7 @@ from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.settings import load_study, params_dict
 from search.tracking._portable import log_portable
+from search.tracking._replay import fit_schedule, replay_schedule, schedule_json
 from search.tracking._tracker import Tracker
 
 if TYPE_CHECKING:
@@ -111,7 +112,6 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     progress.started(best.number, study.full_fidelity.epochs)
     params = study.suggest(optuna.trial.FixedTrial(best.params, number=best.number))
     data = study.load_data()
-    model = study.build_model(params, data)
     tracker = Tracker(loc.tracking())
     attrs = coordinator.load().user_attrs
     run = tracker.start_child(
@@ -120,16 +120,17 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     )  # fmt: skip
     run_id = str(run.run_id)  # start_child returns a created run
     run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
+    schedule = replay_schedule(coordinator, best, record.search_epochs, study.full_fidelity.epochs)
+    replayed = {"hpsearch.pbt_schedule": schedule_json(schedule)} if len(schedule) > 1 else {}
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
-        config = study.train_config(params, study.full_fidelity)
-        infra = study_infra(study, params, study.full_fidelity).replace(checkpoint_dir=Path(tmp), resume=False)
-        result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, sink=run, hooks=(progress,))
+        model, params, result, history = fit_schedule(study, data, best.number, schedule, Path(tmp), progress, run)
         run.flush()  # the epochs' batches are written in the background
         if result.best_checkpoint is not None:
             trainer.load_model_weights(model, result.best_checkpoint)
-    val_metrics = {k: v for k, v in result.history[result.best_epoch - 1].items() if k.startswith("val_")}
-    clock = _phase(progress, "trained", f"{len(result.history)} epochs, best epoch {result.best_epoch}: "
+    val_metrics = {k: v for k, v in history[result.best_epoch - 1].items() if k.startswith("val_")}
+    clock = _phase(progress, "trained", f"{len(history)} epochs, best epoch {result.best_epoch}: "
                    f"{record.metric} {val_metrics.get(record.metric, math.nan):.4g}", clock)  # fmt: skip
+    config, infra = study.train_config(params, study.full_fidelity), study_infra(study, params, study.full_fidelity)
     test_metrics = {
         k.replace("val_", "test_", 1): v
         for k, v in trainer.evaluate(model, data.test, data.task, config, infra=infra).items()
@@ -147,7 +148,7 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     test_key = record.metric.replace("val_", "test_", 1)
     became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
     notes = [*notes, *(check.line() for check in exports)]
-    run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower()}, "FINISHED")
+    run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower(), **replayed}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
                          model_name, version, champion, became, run_id, notes)  # fmt: skip
 

@@ -4,6 +4,7 @@ stays exact and the lineage is recorded (SQLite, two real workers)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ RANKED_STUDY = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
 def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, tmp_path):
     import optuna
 
-    from search.execution._exploit import trained_at
+    from search.settings._freeze_thaw import trained_at
 
     proc = cli("start", "--study", str(RANKED_STUDY), "--trials", "12", "--workers", "2", "--pruner",
                "pbt:interval=1,min_trials=3,quantile=0.5", "--no-retrain", cwd=tmp_path, timeout=300)  # fmt: skip
@@ -54,6 +55,26 @@ def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, tmp_path):
     assert not list((tmp_path / ".search" / "checkpoints" / "ranked").glob("trial-*"))
     listing = cli("trials", "--name", "ranked", cwd=tmp_path, check=True).stdout
     assert "REPLACED" in listing
+
+    # The retrain of a trial PBT made replays its lineage's params (4 full epochs: no scaling), each
+    # segment resuming the last one's checkpoint: the model's epoch counter goes on (x + 1/e).
+    from search.settings._freeze_thaw import lineage
+
+    made = max((t for t in trials if t.state.name == "COMPLETE" and "pbt_epoch" in t.user_attrs),
+               key=lambda t: len(lineage(trials, t)), default=None)  # fmt: skip
+    if made is None:
+        pytest.skip("no complete trial with a lineage this time")  # never seen: copies of top trials complete
+    schedule = lineage(trials, made)
+    cli("retrain", "--name", "ranked", "--trial", str(made.number), cwd=tmp_path, check=True, timeout=300)
+    retrain = next(r for r in mlflow_runs(tmp_path / ".search").values()
+                   if r.data.tags.get("hpsearch.source_trial") == str(made.number))  # fmt: skip
+    assert json.loads(retrain.data.tags["hpsearch.pbt_schedule"]) == [[e, p] for e, p in schedule]
+    from mlflow import MlflowClient
+
+    curve = MlflowClient(f"sqlite:///{tmp_path}/.search/mlflow.db").get_metric_history(retrain.info.run_id, "val_loss")
+    assert sorted(m.step for m in curve) == [1, 2, 3, 4]
+    for m in curve:
+        assert m.value == pytest.approx(made.params["x"] + 1 / m.step, abs=1e-4)
 
 
 def test_a_study_without_mutable_parameters_is_refused_in_one_line(cli, tmp_path):

@@ -52,3 +52,36 @@ def test_logical_values_merge_a_trials_attempts():
 
     merged = logical_values([T(3, {1: 0.5, 2: 0.4, 3: 0.3}, failed_trial=0), T(0, {1: 0.5}), T(1, {1: 0.7})])
     assert merged == {0: {1: 0.5, 2: 0.4, 3: 0.3}, 1: {1: 0.7}}
+
+
+class _Attempt:
+    def __init__(self, number, params, logical=None, **user_attrs):
+        self.number, self.params, self.user_attrs = number, params, user_attrs
+        self.system_attrs = {} if logical is None else {"failed_trial": logical}
+
+
+def test_the_lineage_of_a_pbt_trial_follows_its_copies_back_to_a_first_attempt():
+    """Trial 0 trained lr 1 to epoch 2; trial 1 (lr 2) was replaced at 2 by a copy of 0 with lr 3;
+    that copy was replaced at 4 by a copy of trial 2, which had itself gone on from trial 0 at 2."""
+    from search.settings._freeze_thaw import lineage, trained_at
+
+    trials = [
+        _Attempt(0, {"lr": 1}), _Attempt(1, {"lr": 2}), _Attempt(2, {"lr": 5}),
+        _Attempt(3, {"lr": 3}, logical=1, pbt_parent=0, pbt_epoch=2),
+        _Attempt(4, {"lr": 4}, logical=2, pbt_parent=0, pbt_epoch=2),
+        _Attempt(5, {"lr": 6}, logical=1, pbt_parent=2, pbt_epoch=4),
+    ]  # fmt: skip
+    assert trained_at(trials, 2, 4).number == 4  # trial 2's epoch 4: its copy's
+    assert trained_at(trials, 2, 2).number == 0  # trial 2's epoch 2 is trial 0's checkpoint, copied
+    assert lineage(trials, trials[5]) == [(0, {"lr": 1}), (2, {"lr": 4}), (4, {"lr": 6})]
+    assert lineage(trials, trials[0]) == [(0, {"lr": 1})]
+    same = [_Attempt(0, {"lr": 1}), _Attempt(1, {"lr": 1}, logical=1, pbt_parent=0, pbt_epoch=2)]
+    assert lineage(same, same[1]) == [(0, {"lr": 1})]  # a copy without a change: one segment
+
+
+def test_a_replayed_schedule_is_scaled_to_the_full_epochs():
+    from search.tracking._replay import scale_schedule
+
+    schedule = [(0, {"lr": 1}), (2, {"lr": 2}), (3, {"lr": 3})]
+    assert scale_schedule(schedule, 4, 8) == [(0, {"lr": 1}), (4, {"lr": 2}), (6, {"lr": 3})]
+    assert scale_schedule(schedule, 4, 2) == [(0, {"lr": 1}), (1, {"lr": 3})]  # 2 and 3 both land at 1
