@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
+from search.observation._lineage_plot import lineage_section
 from search.observation._report_tables import STATE_COLORS, Section, champion_section, worker_timeline
 from search.observation._savings import log_axis_if_wide, outcomes_note, savings_section
 
@@ -76,6 +77,7 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
                 f"{metric} after each epoch. {outcomes_note(trials, record.search_epochs, record.settings.pruner)}"
                 + _log_scale(curves, [v for t in trials for v in t.intermediate_values.values()]),
                 curves),
+        *filter(None, [lineage_section(trials, record)]),
         Section("parallel", "Parallel coordinates",
                 f"One line per complete trial through its parameters, coloured by {metric}.",
                 vis.plot_parallel_coordinate(study, target_name=metric)),

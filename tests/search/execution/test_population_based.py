@@ -55,6 +55,9 @@ def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, tmp_path):
     assert not list((tmp_path / ".search" / "checkpoints" / "ranked").glob("trial-*"))
     listing = cli("trials", "--name", "ranked", cwd=tmp_path, check=True).stdout
     assert "REPLACED" in listing
+    cli("report", "--name", "ranked", "--no-mlflow", "--output", "report.html", cwd=tmp_path, check=True)
+    page = (tmp_path / "report.html").read_text()
+    assert f"Population-based training: {len(replaced)} copies." in page
 
     # The retrain of a trial PBT made replays its lineage's params (4 full epochs: no scaling), each
     # segment resuming the last one's checkpoint: the model's epoch counter goes on (x + 1/e).
