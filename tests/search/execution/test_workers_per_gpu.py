@@ -184,3 +184,19 @@ def test_search_worker_refuses_sharing_without_a_gpu_or_with_multi_gpu_trials(cl
     gang = cli("worker", "--name", "x", "--workers-per-gpu", "2", "--procs-per-trial", "2", cwd=tmp_path)
     assert gang.returncode == 2 and gang.stderr.count("\n") == 1 and "not with --gpus-per-trial" in gang.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_search_with_two_workers_per_gpu_runs_on_the_assigned_gpus(cli, tmp_path):
+    import optuna
+
+    # Fake GPUs (no nvidia-smi is asked: CUDA_VISIBLE_DEVICES is the set); the sleep study trains
+    # nothing, so the workers' cap is passed to them and left unused (no CUDA here).
+    env = {"CUDA_VISIBLE_DEVICES": "1,3"}
+    quick = ["--study-option", "epoch_seconds=1.5", "--study-option", "epochs=2", "--pruner", "none", "--no-retrain"]
+    proc = cli("start", "--study", SLEEP_STUDY, "--trials", "8", "--workers-per-gpu", "2", *quick, cwd=tmp_path,
+               env=env, check=True)  # fmt: skip
+    assert "starting 4 local workers on GPUs 1,3 (2 per GPU, each allowed 45% of its memory)" in proc.stdout
+    study = optuna.load_study(study_name="sleep", storage=f"sqlite:///{tmp_path / '.search' / 'optuna.db'}")
+    assert len(study.trials) == 8 and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert {t.user_attrs.get("gpus") for t in study.trials} == {"1", "3"}
