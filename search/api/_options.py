@@ -131,8 +131,8 @@ def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
 
 
 def _sharing(workers: int, gpus: list[str], fraction: float | None) -> str:
-    """`` (3 per GPU, each allowed 30% of its memory)`` when workers share a GPU."""
-    if workers <= len(gpus):
+    """`` (3 per GPU, each allowed 30% of its memory)`` when workers share a GPU or are capped."""
+    if workers <= len(gpus) and (fraction is None or fraction >= 1):
         return ""
     low, high = workers // len(gpus), -(-workers // len(gpus))
     caps = {memory_fraction(i, workers, gpus, fraction) for i in range(len(gpus))}  # one worker of each GPU

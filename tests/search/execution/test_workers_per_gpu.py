@@ -82,10 +82,15 @@ def test_an_explicit_worker_count_is_dealt_to_the_gpus_in_turn(node, started, mo
     assert "(1-2 per GPU, each allowed 45% or all of its memory)" in capsys.readouterr().out
 
 
-def test_one_worker_per_gpu_is_not_capped_and_the_fraction_flag_overrides(node, started, monkeypatch):
+def test_one_worker_per_gpu_is_not_capped_and_the_fraction_flag_overrides(node, started, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert _start() == "2"
     assert _gpus_caps_threads(started) == [("0", None, "4"), ("1", None, "4")]
+    assert "starting 2 local workers on GPUs 0,1; checking" in capsys.readouterr().out
+    started.clear()
+    _start(gpu_memory_fraction=0.5)  # alone on its GPU, capped when told
+    assert [env[CAP] for env in started] == ["0.5", "0.5"]
+    assert "on GPUs 0,1 (1 per GPU, each allowed 50% of its memory)" in capsys.readouterr().out
     started.clear()
     _start(workers_per_gpu=2, gpu_memory_fraction=0.2)
     assert [env[CAP] for env in started] == ["0.2"] * 4
