@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def node(monkeypatch) -> None:
 
 
 @pytest.fixture
-def started(monkeypatch) -> list[dict[str, str]]:
+def started(monkeypatch) -> Iterator[list[dict[str, str]]]:
     """The environments of the worker processes ``search start`` starts (none is really started)."""
     envs: list[dict[str, str]] = []
 
