@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from search.exceptions import SearchError
-from search.execution import default_workers, parse_gpus, spawn_early, start_at_once, visible_gpus
+from search.execution import (
+    check_gpus_to_share,
+    check_sharing,
+    default_workers,
+    memory_fraction,
+    parse_gpus,
+    spawn_early,
+    start_at_once,
+    visible_gpus,
+)
 from search.settings import SearchSettings, check_study_name, is_grid, study_ref, validate
 
 
@@ -29,6 +38,11 @@ class StartOptions:
     retrain: bool = True
     quiet: bool = False
     gpus: str | None = None
+    workers_per_gpu: int = 1
+    """Local workers per GPU (``--workers-per-gpu``): the default worker count is the GPUs times it."""
+    gpu_memory_fraction: float | None = None
+    """Each local worker's cap on its GPU's memory (``--gpu-memory-fraction``; 1: none); None: 0.9/n
+    for the n workers on a GPU, when it has several."""
     narrow: dict[str, list[float]] = field(default_factory=dict)
     """Numeric parameters to search in a narrower range than the study declares (``--narrow``)."""
     timeout: float | None = None
@@ -74,6 +88,7 @@ def check_flags(opts: StartOptions) -> None:
     if settings.checkpoint_every < 0:
         raise SearchError(f"--checkpoint-every must be >= 0 seconds (0: every epoch), got {settings.checkpoint_every}")
     validate(settings.sampler, settings.pruner)
+    check_sharing(opts.workers_per_gpu, opts.gpu_memory_fraction)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing
 
@@ -88,21 +103,39 @@ class LocalWorkers:
     gpus: list[str]
     study: tuple[str, dict[str, Any]] | None = None
     """What they preload: the study's ``(ref, options)``."""
+    fraction: float | None = None
+    """``--gpu-memory-fraction``, for those started later."""
 
 
 def start_workers(opts: StartOptions, debug: bool) -> LocalWorkers:
     """Start the command's local workers, before the study exists or its input is checked beyond
-    the flags (:func:`check_flags`): one per GPU they may use, else per core (``--workers``); as
-    many at once as leave the command a core (``start_at_once``), the rest once those have claimed.
-    They import and load the study meanwhile, then join it or are sent away (``release_workers``)."""
+    the flags (:func:`check_flags`): ``--workers-per-gpu`` per GPU they may use (round-robin over
+    them), else one per core (``--workers``); as many at once as leave the command a core
+    (``start_at_once``), the rest once those have claimed. They import and load the study
+    meanwhile, then join it or are sent away (``release_workers``)."""
     gpus = parse_gpus(opts.gpus) if opts.gpus is not None else visible_gpus()
-    # One worker per GPU it may use: more would put several trials on one GPU.
-    workers = (len(gpus) or default_workers(opts.trials)) if opts.workers is None else opts.workers
+    check_gpus_to_share(gpus, opts.workers_per_gpu, opts.gpu_memory_fraction)
+    # --workers-per-gpu per GPU it may use (one by default: a small trial may leave a GPU idle).
+    workers = (len(gpus) * opts.workers_per_gpu or default_workers(opts.trials)) if opts.workers is None \
+        else opts.workers  # fmt: skip
     # A study file's name is known once it is imported: they are told it when they join.
     early_study = (study_ref(opts.study), opts.study_options)  # loaded with its data while they wait
-    procs = spawn_early(start_at_once(workers), gpus, debug, early_study, total=workers) if workers > 0 else []
+    fraction = opts.gpu_memory_fraction
+    procs = spawn_early(start_at_once(workers), gpus, debug, early_study, total=workers, fraction=fraction) \
+        if workers > 0 else []  # fmt: skip
     if not opts.quiet:  # the first second says what the next ten do
-        on = f" on GPUs {','.join(gpus)}" if gpus else ""
+        on = f" on GPUs {','.join(gpus)}{_sharing(workers, gpus, fraction)}" if gpus else ""
         what = f"starting {workers} local worker{'s' * (workers != 1)}{on}" if workers else "no local workers"
         print(f"{what}; checking the study {opts.study!r} and opening its storage meanwhile", flush=True)
-    return LocalWorkers(procs, workers, gpus, early_study)
+    return LocalWorkers(procs, workers, gpus, early_study, fraction)
+
+
+def _sharing(workers: int, gpus: list[str], fraction: float | None) -> str:
+    """`` (3 per GPU, each allowed 30% of its memory)`` when workers share a GPU or are capped."""
+    if workers <= len(gpus) and (fraction is None or fraction >= 1):
+        return ""
+    low, high = workers // len(gpus), -(-workers // len(gpus))
+    caps = {memory_fraction(i, workers, gpus, fraction) for i in range(len(gpus))}  # one worker of each GPU
+    shown = " or ".join(f"{cap:.0%}" for cap in sorted(cap for cap in caps if cap is not None))
+    cap = "no cap on memory" if not shown else f"each allowed {shown}{' or all' * (None in caps)} of its memory"
+    return f" ({low if low == high else f'{low}-{high}'} per GPU, {cap})"

@@ -163,7 +163,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     if local is None:
         check_flags(opts)  # before any process starts (prepare() checks them again, later)
         local = start_workers(opts, debug)
-    procs, workers, gpus = local.procs, local.count, local.gpus
+    procs, workers, gpus, fraction = local.procs, local.count, local.gpus, local.fraction
     try:
         loc = locations(kwargs, create=False)
         check_reachable(loc)
@@ -201,7 +201,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     if len(procs) < workers:  # those left for later start once the first ones have claimed
         try:
             _await_claims(coordinator, procs, claimed)
-            start_rest(procs, workers, gpus, debug, local.study, coordinator.study_name, loc)
+            start_rest(procs, workers, gpus, debug, local.study, coordinator.study_name, loc, fraction)
         except BaseException:
             release_workers(procs, go=None)
             raise
@@ -210,7 +210,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
-            restarts = Restarts(lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug),
+            restarts = Restarts(lambda i: spawn_worker(loc, prepared.name, i, workers, gpus, debug, fraction),
                                 live=lambda: not _budget_spent(coordinator),
                                 finished=lambda pid, i: _finished_by(coordinator, pid, i))  # fmt: skip
             _run_local(coordinator, loc, procs, follow, follower, restarts)

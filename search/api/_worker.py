@@ -18,6 +18,8 @@ from search.execution import (
     Nodes,
     Restarts,
     await_release,
+    check_gpus_to_share,
+    check_sharing,
     connect,
     default_worker_id,
     interrupt_running,
@@ -27,8 +29,10 @@ from search.execution import (
     run_worker,
     spawn_worker,
     spawn_workers,
+    visible_gpus,
     wait_for_workers,
 )
+from search.execution._machine import ENV_GPU_MEMORY_FRACTION
 from storage import StorageError
 
 if TYPE_CHECKING:
@@ -42,6 +46,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     """``search worker``: one process per GPU slot, a process group per multi-process trial, or this process."""
     gpus_flag, index = kwargs.pop("gpus"), kwargs.pop("worker_index")
     gpus_per_trial, procs_per_trial = kwargs.pop("gpus_per_trial"), kwargs.pop("procs_per_trial")
+    per_gpu, fraction = kwargs.pop("workers_per_gpu"), kwargs.pop("gpu_memory_fraction")
     stall_timeout, sharding = kwargs.pop("stall_timeout"), kwargs.pop("sharding")
     if stall_timeout is not None:  # this process, the workers and ranks it starts: over the study's value
         os.environ[ENV_STALL_TIMEOUT] = str(stall_timeout)
@@ -68,6 +73,7 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
     gpus = parse_gpus(gpus_flag) if gpus_flag is not None else None
     if gpus_per_trial > 1 and not gpus:
         gpus = parse_gpus("all")
+    gpus = _shared_gpus(gpus, per_gpu, fraction, max(gpus_per_trial, procs_per_trial, nodes.count) > 1)
     coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"), created_only=not early)
     if nodes.count > 1 and not nodes.run_id:
         nodes = replace(nodes, run_id=f"{coordinator.study_name}-{index}")
@@ -76,15 +82,18 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         release()
         return _run_groups(loc, coordinator.study_name, gpus if gpus_per_trial > 1 or nodes.count > 1 else None,
                            max(gpus_per_trial, procs_per_trial), index, debug, nodes)  # fmt: skip
-    if gpus and len(gpus) > 1:
+    count = len(gpus) * per_gpu if gpus else 1
+    if gpus and count > 1:
         release()
         name = coordinator.study_name
-        procs = spawn_workers(loc, name, len(gpus), gpus, debug)
-        codes = wait_for_workers(procs, lambda: None, Restarts(lambda i: spawn_worker(loc, name, i, len(gpus), gpus,
-                                                                                      debug)))  # fmt: skip
+        procs = spawn_workers(loc, name, count, gpus, debug, fraction)
+        codes = wait_for_workers(procs, lambda: None, Restarts(lambda i: spawn_worker(loc, name, i, count, gpus,
+                                                                                      debug, fraction)))  # fmt: skip
         return max((c or 0) for c in codes)
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
+    if fraction is not None:  # alone on its GPU: capped only when told
+        os.environ[ENV_GPU_MEMORY_FRACTION] = str(fraction)
     ctx = connect(loc, coordinator.study_name, default_worker_id(index), coordinator, early=early)
     try:
         report = run_worker(ctx)
@@ -93,6 +102,19 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         return 130
     log.info("worker %s done: %d trials", ctx.worker_id, len(report.outcomes))
     return 0
+
+
+def _shared_gpus(gpus: list[str] | None, per_gpu: int, fraction: float | None, groups: bool) -> list[str] | None:
+    """The GPUs that ``--workers-per-gpu`` workers share (``--gpus``, else all visible), the flags checked."""
+    check_sharing(per_gpu, fraction)
+    if per_gpu == 1 and fraction is None:
+        return gpus
+    if groups:
+        raise SearchError("--workers-per-gpu and --gpu-memory-fraction share a GPU among one-GPU trials: "
+                          "not with --gpus-per-trial, --procs-per-trial or --nnodes")  # fmt: skip
+    present = gpus if gpus is not None else visible_gpus()
+    check_gpus_to_share(present, per_gpu, fraction)
+    return present if per_gpu > 1 else gpus  # a capped worker alone on the GPUs it has runs in this process
 
 
 CREATION_WAIT_S = 120.0

@@ -12,6 +12,7 @@ import click
 from search.cli._group import cli
 from search.cli._options import (
     find_study_options,
+    gpu_sharing_options,
     location_options,
     option,
     outage_option,
@@ -24,9 +25,10 @@ from search.cli._options import (
 @find_study_options
 @option(
     "--gpus",
-    help="all | 0,1,...: one trial per GPU at a time, each in its own process "
+    help="all | 0,1,...: one trial per GPU at a time (--workers-per-gpu: K), each in its own process "
     "(indices into CUDA_VISIBLE_DEVICES when it is set).",
 )
+@gpu_sharing_options
 @option(
     "--gpus-per-trial",
     type=int,

@@ -78,6 +78,15 @@ study_options_option = option(
     "--study-option", "study_option", multiple=True, metavar="KEY=VALUE",
     help="Option passed to the study's make_study, e.g. data=synthetic (repeatable).",
 )  # fmt: skip
+gpu_sharing_options = stack(
+    option("--workers-per-gpu", type=int, default=1, metavar="K",
+           help="Workers per GPU, K trials at a time on each, for trials too small to keep a GPU busy; the "
+                "workers are dealt to the GPUs in turn."),
+    option("--gpu-memory-fraction", type=float, metavar="F",
+           help="Each local worker's cap on its GPU's memory (0 < F <= 1; 1: none); a trial that needs more "
+                "fails out of memory [0.9/n for the n workers on one GPU, none for a worker alone]."),
+)  # fmt: skip
+"""How local workers share GPUs: ``--workers-per-gpu`` and ``--gpu-memory-fraction``."""
 host_option = option("--host", default="127.0.0.1", help="Interface to listen on; 0.0.0.0 shares it with your network.")
 
 

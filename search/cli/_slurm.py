@@ -19,6 +19,13 @@ def slurm() -> None:
 @find_study_options
 @option("--workers", type=int, required=True, help="Array tasks, one `search worker` each.")
 @option("--gpus-per-worker", type=int, default=1, help="GPUs per task (--gres=gpu:N); 0 for CPU workers.")
+@option(
+    "--workers-per-gpu",
+    type=int,
+    default=1,
+    metavar="K",
+    help="Trials at a time on each of a task's GPUs, each in its own process (share --cpus-per-worker).",
+)
 @option("--cpus-per-worker", type=int, default=4, help="CPUs per task.")
 @option("--time", default="24:00:00", help="Time limit per task; a task stopped by it requeues itself.")
 @option("--partition", help="Slurm partition.")
@@ -34,8 +41,9 @@ def submit(**kwargs: Any) -> None:
     dry_run = kwargs.pop("dry_run")
     array = SlurmArray(
         study=study_name(kwargs), workers=kwargs.pop("workers"), gpus_per_worker=kwargs.pop("gpus_per_worker"),
-        cpus_per_worker=kwargs.pop("cpus_per_worker"), time=kwargs.pop("time"), partition=kwargs.pop("partition"),
-        grace=kwargs.pop("grace"), extra=tuple(kwargs.pop("extra")),
+        workers_per_gpu=kwargs.pop("workers_per_gpu"), cpus_per_worker=kwargs.pop("cpus_per_worker"),
+        time=kwargs.pop("time"), partition=kwargs.pop("partition"), grace=kwargs.pop("grace"),
+        extra=tuple(kwargs.pop("extra")),
     )  # fmt: skip
     loc = locations(kwargs, create=False)
     script = loc.project_dir / "slurm" / f"{array.study}-workers.sbatch"

@@ -10,6 +10,7 @@ import click
 
 from search.cli._group import cli
 from search.cli._options import (
+    gpu_sharing_options,
     location_options,
     option,
     outage_option,
@@ -56,14 +57,15 @@ _settings_options = stack(
     "--sampler grid [its grid's size] or on resuming [the stored budget].",
 )
 @study_name_option
-@option("--workers", type=int, help="Local worker processes [one per GPU, else one single-threaded worker per "
-                                    "usable CPU core, at most 16 and the trials]; 0 creates the study and follows "
-                                    "it without training.")  # fmt: skip
+@option("--workers", type=int, help="Local worker processes [--workers-per-gpu per GPU, else one single-threaded "
+                                    "worker per usable CPU core, at most 16 and the trials]; 0 creates the study "
+                                    "and follows it without training.")  # fmt: skip
 @_settings_options
 @option(
     "--gpus",
     help="GPUs for local workers: all | 0,1,... (indices into CUDA_VISIBLE_DEVICES when it is set) [all visible].",
 )
+@gpu_sharing_options
 @option("--no-retrain", is_flag=True, help="Skip retraining and registering the best trial.")
 @option(
     "--timeout",
@@ -130,6 +132,7 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         study=kwargs.pop("study"), trials=kwargs.pop("trials"), name=kwargs.pop("name"),
         workers=kwargs.pop("workers"), settings=settings, study_options=parse_options(kwargs.pop("study_option")),
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
+        workers_per_gpu=kwargs.pop("workers_per_gpu"), gpu_memory_fraction=kwargs.pop("gpu_memory_fraction"),
         narrow=narrow, grid=grid, explicit=frozenset(given), timeout=kwargs.pop("timeout"),
         stop_at=kwargs.pop("stop_at"),
     )  # fmt: skip

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
         spawn_workers,
         wait_for_workers,
     )
-    from search.execution._machine import default_workers, parse_gpus, schema_checked, visible_gpus, worker_logs
+    from search.execution._machine import (
+        check_gpus_to_share,
+        check_sharing,
+        default_workers,
+        memory_fraction,
+        parse_gpus,
+        schema_checked,
+        visible_gpus,
+        worker_logs,
+    )
     from search.execution._pruning import PruningHook
     from search.execution._restarts import Restarts
     from search.execution._slurm import SlurmArray
@@ -61,12 +70,15 @@ _LAZY = {
     "WorkerContext": ("search.execution._context", "WorkerContext"),
     "WorkerReport": ("search.execution._worker", "WorkerReport"),
     "await_release": ("search.execution._early", "await_release"),
+    "check_gpus_to_share": ("search.execution._machine", "check_gpus_to_share"),
+    "check_sharing": ("search.execution._machine", "check_sharing"),
     "check_some_worker_succeeded": ("search.execution._local", "check_some_worker_succeeded"),
     "check_trains_here": ("search.execution._worker", "check_trains_here"),
     "connect": ("search.execution._worker", "connect"),
     "default_worker_id": ("search.execution._worker", "default_worker_id"),
     "default_workers": ("search.execution._machine", "default_workers"),
     "fail_reason": ("search.execution._finish", "fail_reason"),
+    "memory_fraction": ("search.execution._machine", "memory_fraction"),
     "interrupt_running": ("search.execution._worker", "interrupt_running"),
     "launch": ("search.execution._gang", "launch"),
     "logical_number": ("search.execution._trial", "logical_number"),
@@ -105,6 +117,8 @@ __all__ = [
     "WorkerContext",
     "WorkerReport",
     "await_release",
+    "check_gpus_to_share",
+    "check_sharing",
     "check_some_worker_succeeded",
     "check_trains_here",
     "connect",
@@ -114,6 +128,7 @@ __all__ = [
     "interrupt_running",
     "launch",
     "logical_number",
+    "memory_fraction",
     "parse_gpus",
     "reaping",
     "release_workers",

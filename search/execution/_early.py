@@ -40,14 +40,15 @@ _PRELOADED: dict[str, Any] = {}
 
 
 def spawn_early(count: int, gpus: list[str], debug: bool, study: tuple[str, dict[str, Any]] | None,
-                first: int = 0, total: int | None = None) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+                first: int = 0, total: int | None = None, fraction: float | None = None,
+                ) -> list[subprocess.Popen[bytes]]:  # fmt: skip
     """Start ``count`` local workers (indices from ``first``, of ``total`` in all) before the study
     exists, or is even checked: they import what training needs and load ``study`` (a ``(ref,
     options)`` pair) with its data meanwhile (seconds), each logging to a temporary file until
-    :func:`release_workers` lets it join or sends it away."""
+    :func:`release_workers` lets it join or sends it away. ``fraction``: ``--gpu-memory-fraction``."""
     procs = []
     for index in range(first, first + count):
-        cmd, env = worker_command(None, index, total or count, gpus, debug)
+        cmd, env = worker_command(None, index, total or count, gpus, debug, fraction)
         fd, temp = tempfile.mkstemp(prefix=f"hpsearch-worker-{index}-", suffix=".log")
         env[ENV_EARLY] = temp
         if study is not None:
@@ -111,12 +112,13 @@ def start_at_once(count: int) -> int:
 
 
 def start_rest(procs: list[subprocess.Popen[bytes]], count: int, gpus: list[str], debug: bool,
-               study: tuple[str, dict[str, Any]] | None, name: str, loc: Locations) -> None:  # fmt: skip
+               study: tuple[str, dict[str, Any]] | None, name: str, loc: Locations,
+               fraction: float | None = None) -> None:  # fmt: skip
     """Start the local workers :func:`start_at_once` left out (``procs`` has the others; the new ones
     are added in index order), told at once to join ``name``."""
     if len(procs) >= count:
         return
-    rest = spawn_early(count - len(procs), gpus, debug, study, first=len(procs), total=count)
+    rest = spawn_early(count - len(procs), gpus, debug, study, first=len(procs), total=count, fraction=fraction)
     release_workers(rest, name, loc)
     procs.extend(rest)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 import traceback
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from search.coordination import FAIL_REASON_ATTR, retrying
 from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._exploit import replace_trial
+from search.execution._machine import ENV_GPU_MEMORY_FRACTION
 from search.execution._metrics import final_metrics, speed_attrs
 from search.settings import PAUSED_AT_ATTR, exploiting_spec, pausing_spec
 from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
@@ -286,8 +288,21 @@ def _reason(exc: Exception) -> str:
         return f"diverged at epoch {exc.epoch}"
     if isinstance(exc, torch.OutOfMemoryError):
         first = (str(exc).splitlines() or [""])[0][:200]
-        return first if first.startswith("CUDA out of memory") else f"CUDA out of memory: {first}"
+        return (first if first.startswith("CUDA out of memory") else f"CUDA out of memory: {first}") + _cap()
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}".rstrip(": ")
+
+
+def _cap() -> str:
+    """What an out-of-memory reason adds when this worker's share of its GPU was capped."""
+    value = os.environ.get(ENV_GPU_MEMORY_FRACTION, "")
+    try:
+        fraction = float(value)
+    except ValueError:
+        return ""
+    if not 0 < fraction < 1:
+        return ""
+    return (f" [this worker's cap: {fraction:.0%} of the GPU's memory; fewer --workers-per-gpu or a larger "
+            "--gpu-memory-fraction give it more]")  # fmt: skip
 
 
 def _free_memory() -> None:

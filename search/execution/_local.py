@@ -42,18 +42,20 @@ EXIT_TEMPFAIL = 75
 """A worker's exit code when the database stayed unreachable past --db-outage-limit."""
 
 
-def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool) -> list[subprocess.Popen[bytes]]:
+def spawn_workers(loc: Locations, name: str, count: int, gpus: list[str], debug: bool, fraction: float | None = None,
+                  ) -> list[subprocess.Popen[bytes]]:  # fmt: skip
     """Start ``count`` local ``search worker`` processes of study ``name``, logging to ``<project>/logs``
     (``search start`` starts them earlier, before the study exists: :func:`spawn_early`)."""
-    return [spawn_worker(loc, name, index, count, gpus, debug) for index in range(count)]
+    return [spawn_worker(loc, name, index, count, gpus, debug, fraction) for index in range(count)]
 
 
 def spawn_worker(loc: Locations, name: str, index: int, count: int, gpus: list[str], debug: bool,
-                 ) -> subprocess.Popen[bytes]:  # fmt: skip
-    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``."""
+                 fraction: float | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    """Start local worker ``index`` of ``count``, appending to ``<project>/logs/worker-<index>.log``
+    (its GPU and the cap on its share of the GPU's memory: :func:`worker_command`)."""
     logs = worker_logs(loc)
     logs.mkdir(parents=True, exist_ok=True)
-    cmd, env = worker_command(name, index, count, gpus, debug)
+    cmd, env = worker_command(name, index, count, gpus, debug, fraction)
     with open(logs / f"worker-{index}.log", "ab") as out:
         # This process has opened the study's storage (it found or created the study), so it is
         # checked: the worker need not again.

@@ -32,6 +32,16 @@ another node (perhaps with another Optuna) checks it."""
 MAX_DEFAULT_CPU_WORKERS = 16
 """The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
 
+ENV_GPU_MEMORY_FRACTION = "HPSEARCH_GPU_MEMORY_FRACTION"
+"""For a local worker that shares its GPU with others of its starter: the fraction of the GPU's
+memory its PyTorch allocations may take (``torch.cuda.set_per_process_memory_fraction``, see
+``search.execution._worker.cap_gpu_memory``); a trial that needs more fails out of memory."""
+
+SHARED_GPU_MEMORY = 0.9
+"""Of a GPU that ``n`` local workers share, each may allocate ``0.9 / n`` unless told
+(``--gpu-memory-fraction``). The cap counts what PyTorch's allocator holds, not each process's CUDA
+context (a few hundred MB): the tenth left over is for those."""
+
 
 def usable_cores() -> int:
     """Cores this process may run on (a Slurm or taskset binding, not the node's count)."""
@@ -41,9 +51,9 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_workers(trials: int | None = None) -> int:
-    """One worker per GPU; on CPU, one single-threaded worker per usable core (at most
-    :data:`MAX_DEFAULT_CPU_WORKERS`, and no more than ``trials``).
+def default_workers(trials: int | None = None, per_gpu: int = 1) -> int:
+    """``per_gpu`` workers per GPU (``--workers-per-gpu``); on CPU, one single-threaded worker per
+    usable core (at most :data:`MAX_DEFAULT_CPU_WORKERS`, and no more than ``trials``).
 
     Trials are independent, so on CPU they scale by processes far better than by threads: the
     small models trained on CPU leave a second intra-op thread mostly waiting
@@ -51,14 +61,52 @@ def default_workers(trials: int | None = None) -> int:
     """
     gpus = visible_gpus()
     if gpus:
-        return len(gpus)
+        return len(gpus) * per_gpu
     return max(1, min(usable_cores(), MAX_DEFAULT_CPU_WORKERS, trials or MAX_DEFAULT_CPU_WORKERS))
 
 
 def worker_threads(count: int, gpus: list[str]) -> str:
     """Intra-op threads of each of ``count`` local workers: the usable cores shared out among them
-    (4 beside a GPU), unless the user set ``OMP_NUM_THREADS``."""
-    return os.environ.get("OMP_NUM_THREADS") or str(4 if gpus else max(1, usable_cores() // max(1, count)))
+    (at most 4 beside a GPU, whose worker computes little on the CPU), unless the user set
+    ``OMP_NUM_THREADS``."""
+    share = max(1, usable_cores() // max(1, count))
+    return os.environ.get("OMP_NUM_THREADS") or str(min(4, share) if gpus else share)
+
+
+def check_sharing(per_gpu: int, memory_fraction: float | None) -> None:
+    """``--workers-per-gpu`` and ``--gpu-memory-fraction``, before anything starts."""
+    if per_gpu < 1:
+        raise SearchError(f"--workers-per-gpu must be >= 1, got {per_gpu}")
+    if memory_fraction is not None and not 0 < memory_fraction <= 1:
+        raise SearchError(f"--gpu-memory-fraction must be > 0 and <= 1 (1: no cap), got {memory_fraction:g}")
+
+
+def check_gpus_to_share(gpus: list[str], per_gpu: int, memory_fraction: float | None) -> None:
+    """Refuse GPU sharing flags where the workers have no GPU to share (they run on CPU)."""
+    if gpus:
+        return
+    flag = f"--workers-per-gpu {per_gpu}" if per_gpu > 1 else "--gpu-memory-fraction" if memory_fraction else ""
+    if flag:
+        raise SearchError(f"{flag} needs a GPU, and none is visible to this process{_assigned()}; "
+                          "on CPU, --workers sets how many workers run")  # fmt: skip
+
+
+def gpu_of(index: int, gpus: list[str]) -> str:
+    """Local worker ``index``'s GPU: round-robin, so that the workers started first (one per usable
+    core, the rest later: ``start_at_once``) are on different GPUs, and a count that is not a
+    multiple of the GPUs leaves them at most one worker apart."""
+    return gpus[index % len(gpus)]
+
+
+def memory_fraction(index: int, count: int, gpus: list[str], fraction: float | None = None) -> float | None:
+    """The cap on local worker ``index``'s (of ``count``) share of its GPU's memory: ``fraction``
+    when given (1: none), else :data:`SHARED_GPU_MEMORY` over the workers on its GPU; None alone."""
+    if not gpus:
+        return None
+    if fraction is not None:
+        return None if fraction >= 1 else fraction
+    sharing = len(range(index % len(gpus), max(count, index + 1), len(gpus)))
+    return SHARED_GPU_MEMORY / sharing if sharing > 1 else None
 
 
 def visible_gpus() -> list[str]:
@@ -122,12 +170,17 @@ def worker_logs(loc: Locations) -> Path:
 
 
 def worker_command(name: str | None, index: int, count: int, gpus: list[str], debug: bool,
-                   ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+                   fraction: float | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """The command and environment of local worker ``index`` of ``count`` (of study ``name``, or
-    of the study it is told later), its threads and GPU set; the caller adds where the study lives."""
+    of the study it is told later), its threads, GPU and cap on its memory (``fraction``, see
+    :func:`memory_fraction`); the caller adds where the study lives."""
     env = {**os.environ, "OMP_NUM_THREADS": worker_threads(count, gpus), ENV_WAKE: str(_wake_file())}
+    env.pop(ENV_GPU_MEMORY_FRACTION, None)  # a worker's own starter's cap is not this one's
     if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = gpu_of(index, gpus)
+        cap = memory_fraction(index, count, gpus, fraction)
+        if cap is not None:
+            env[ENV_GPU_MEMORY_FRACTION] = f"{cap:.4g}"
     cmd = [sys.executable, "-m", "search", *(["--debug"] if debug else []), "worker",
            *(["--name", name] if name else []), "--worker-index", str(index)]  # fmt: skip
     return cmd, env

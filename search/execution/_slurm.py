@@ -1,8 +1,8 @@
 """Workers as a Slurm job array: the batch script, and submitting it.
 
-Each array task runs one ``search worker`` (one trial per GPU it is given). The submitting shell's
-``SEARCH_*`` variables (and ``PGPASSWORD``) reach the tasks through sbatch's ``--export=ALL``; the
-script holds no URL and no password. Before the time limit Slurm sends the batch shell SIGUSR1
+Each array task runs one ``search worker`` (one trial per GPU it is given, or ``--workers-per-gpu``).
+The submitting shell's ``SEARCH_*`` variables (and ``PGPASSWORD``) reach the tasks through sbatch's
+``--export=ALL``; the script holds no URL and no password. Before the time limit Slurm sends the batch shell SIGUSR1
 (``--signal``): the worker stops its trial (queued again, resumed from its checkpoint by another
 task) and the task requeues itself. A plain SIGTERM (``scancel``, preemption) stops the worker
 the same way without requeueing; with ``--requeue`` Slurm itself brings back a preempted task.
@@ -27,6 +27,8 @@ class SlurmArray:
     study: str
     workers: int
     gpus_per_worker: int = 1
+    workers_per_gpu: int = 1
+    """Trials at a time on each of a task's GPUs (``search worker --workers-per-gpu``)."""
     cpus_per_worker: int = 4
     time: str = "24:00:00"
     partition: str | None = None
@@ -42,6 +44,10 @@ class SlurmArray:
         (a stalled trial, failed and queued again) starts a fresh worker in the same allocation."""
         if self.workers < 1:
             raise SearchError(f"--workers must be >= 1, got {self.workers}")
+        if self.workers_per_gpu < 1:
+            raise SearchError(f"--workers-per-gpu must be >= 1, got {self.workers_per_gpu}")
+        if self.workers_per_gpu > 1 and not self.gpus_per_worker:
+            raise SearchError(f"--workers-per-gpu {self.workers_per_gpu} needs --gpus-per-worker 1 or more")
         options = [
             f"--job-name=hpsearch-{self.study}", f"--array=0-{self.workers - 1}", "--ntasks=1",
             f"--cpus-per-task={self.cpus_per_worker}", f"--time={self.time}", f"--signal=B:USR1@{self.grace}",
@@ -50,6 +56,8 @@ class SlurmArray:
             *([f"--partition={self.partition}"] if self.partition else []), *self.extra,
         ]  # fmt: skip
         gpus = ["--gpus", "all"] if self.gpus_per_worker else []
+        if self.workers_per_gpu > 1:
+            gpus += ["--workers-per-gpu", str(self.workers_per_gpu)]
         wait = ["--wait-for-db", str(self.wait_for_db)]
         worker = [sys.executable, "-m", "search", "worker", "--name", self.study, *wait, *gpus]
         header = "\n".join(f"#SBATCH {opt}" for opt in options)

@@ -13,7 +13,7 @@ from search.coordination import INTERRUPTED, PARENT_RUN_ATTR, Coordinator, fail_
 from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
-from search.execution._machine import idle_wait
+from search.execution._machine import ENV_GPU_MEMORY_FRACTION, idle_wait
 from search.execution._trial import run_trial
 from search.settings import exploiting_spec, load_study, pausing_spec, study_dir
 from search.tracking import Tracker
@@ -114,6 +114,7 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     # instead of inside the first trial.
     import torch._dynamo  # noqa: F401
 
+    cap_gpu_memory()
     fidelity = study.search_fidelity
     tracker = Tracker(loc.tracking())
     # Start-up leaves millions of long-lived objects (torch, the data); without this the collector's
@@ -176,6 +177,32 @@ def discard_paused(ctx: WorkerContext) -> None:
         shutil.rmtree(root / f"trial-{number}", ignore_errors=True)
     if paused:
         log.info("the study is over: removed the checkpoints of %d paused trials", len(paused))
+
+
+def cap_gpu_memory() -> float | None:
+    """Cap this worker's share of its GPU's memory as its starter said (``ENV_GPU_MEMORY_FRACTION``:
+    it shares the GPU with other workers, ``--workers-per-gpu``); the cap, or None.
+
+    Past the cap PyTorch's allocator frees its cache and tries again, then raises
+    ``torch.OutOfMemoryError``: that trial fails, as on a GPU of that size, and the workers beside
+    it keep their share. The cap counts PyTorch's allocations, not the CUDA context.
+    """
+    value = os.environ.get(ENV_GPU_MEMORY_FRACTION)
+    try:
+        fraction = float(value) if value else 1.0
+    except ValueError:
+        log.warning("ignoring %s=%r: not a fraction", ENV_GPU_MEMORY_FRACTION, value)
+        return None
+    if not 0 < fraction < 1:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():  # trained on CPU (the study asks for it, or the GPU is gone)
+        return None
+    for device in range(torch.cuda.device_count()):
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+    log.info("this worker may allocate %.0f%% of its GPU's memory (shared with other workers)", 100 * fraction)
+    return fraction
 
 
 def default_worker_id(index: int) -> str:
