@@ -142,7 +142,7 @@ def status(**kwargs: Any) -> None:
     click.echo("\n".join(snap.lines()))
     if snap.done and champion is None:
         click.echo("  done; no champion registered yet (`search retrain` trains the best trial and registers it)")
-    elif snap.done:
+    elif champion is not None:
         click.echo(f"  done; champion: {champion.model_name} version {champion.version} (retrained trial "
                    f"{champion.source_trial}), models:/{champion.model_name}@champion")  # fmt: skip
 

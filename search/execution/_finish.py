@@ -53,7 +53,7 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     paused = pruned and pausing_spec(ctx.optuna_study.pruner) is not None
     # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
     replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
-    replaced = replaced and replace_trial(ctx, trial, hook.pruned_epoch) is not None
+    replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
     value = None if pruned else _best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
     state = "PAUSED" if paused else "REPLACED" if replaced else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}

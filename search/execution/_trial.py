@@ -183,9 +183,10 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         checkpoint_every=ctx.record.settings.checkpoint_every,  # ranks of a group follow rank 0's decisions
         checkpoint_last=False,  # a finished trial's checkpoints are deleted unread (run_trial)
     )
-    if pausing_spec(ctx.optuna_study.pruner) is not None:  # where it may pause, it resumes later
-        infra = infra.replace(checkpoint_at=frozenset(ctx.optuna_study.pruner.rungs))
-    if exploiting_spec(pruner := ctx.optuna_study.pruner) is not None:  # each check epoch's, to be copied
+    pruner: Any = ctx.optuna_study.pruner
+    if pausing_spec(pruner) is not None:  # where it may pause, it resumes later
+        infra = infra.replace(checkpoint_at=frozenset(pruner.rungs))
+    if exploiting_spec(pruner) is not None:  # each check epoch's, to be copied
         checks = frozenset(range(pruner.interval, ctx.record.search_epochs, pruner.interval))
         infra = infra.replace(checkpoint_at=checks, keep_last=len(checks) + 1)
     if "pbt_parent" in cached_frozen_trial(trial).user_attrs:  # goes on from a copy, mutable params changed

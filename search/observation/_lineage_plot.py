@@ -26,7 +26,7 @@ def lineage_section(trials: list[FrozenTrial], record: StudyRecord) -> Section |
         return None
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
     sign = -1 if record.direction == "maximize" else 1
-    best = min(complete, key=lambda t: sign * t.value) if complete else None
+    best = min(complete, key=lambda t: sign * float(t.value or 0)) if complete else None
     chain = _chain(trials, best) if best is not None else set()
     fig = go.Figure()
     for trial in trials:

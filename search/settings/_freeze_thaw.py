@@ -82,7 +82,7 @@ def trained_at(trials: Iterable[Any], logical: int, epoch: int) -> Any:
 def lineage(trials: Iterable[Any], attempt: Any) -> list[tuple[int, dict[str, Any]]]:
     """The schedule of params that trained ``attempt``'s weights under population-based training:
     ``(first epoch trained with them - 1, params)``, oldest first (one entry without a lineage)."""
-    trials, schedule = list(trials), []
+    trials, schedule = list(trials), list[tuple[int, dict[str, Any]]]()
     while True:
         start = attempt.user_attrs.get("pbt_epoch")
         if not schedule or schedule[-1][1] != attempt.params:
