@@ -52,3 +52,14 @@ def export_model_file(coordinator: Coordinator, loc: Locations, version: str | N
     if output is None:  # name the default file after the version it holds
         path = path.rename(path.with_name(f"{name}-v{got}{path.suffix}"))
     return str(got), Path(path)
+
+
+def paused_checkpoints(coordinator: Coordinator, root: Path) -> tuple[int, int]:
+    """How many folders the study's paused trials (freeze-thaw) keep under ``root``, and their bytes."""
+    import storage as st
+    from search.settings import PAUSED_AT_ATTR, study_dir
+
+    paused = st.paused_trials(coordinator.storage.engine, coordinator.study_id(), PAUSED_AT_ATTR)
+    folders = [study_dir(root, coordinator.study_name) / f"trial-{n}" for n in paused]
+    present = [f for f in folders if f.is_dir()]
+    return len(present), sum(p.stat().st_size for f in present for p in f.rglob("*") if p.is_file())

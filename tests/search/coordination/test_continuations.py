@@ -46,3 +46,21 @@ def test_a_continuation_spends_no_retry(tmp_path):
     attempt = study.get_trials()[0]
     assert RetryDeadTrial(rdb, 1).queue(study, attempt) is None  # a second retry: refused
     assert queue_continuation(rdb, study, attempt, {"resumed_from": attempt.number}) is not None
+
+
+def test_status_counts_what_paused_trials_keep_on_disk(tmp_path):
+    from search.api._results import paused_checkpoints
+    from search.coordination import Coordinator
+
+    study, dist, rdb = _study(tmp_path)
+    for number, paused in ((0, True), (1, False), (2, True)):
+        attrs = {"paused_at": 1} if paused else {}
+        study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, params={"x": 0.5},
+                                                  distributions=dist, intermediate_values={1: 1.0},
+                                                  user_attrs=attrs))  # fmt: skip
+        folder = tmp_path / "ckpt" / "s" / f"trial-{number}"
+        folder.mkdir(parents=True)
+        (folder / "epoch-0001.pt").write_bytes(b"x" * (1000 + number))
+    queue_continuation(rdb, study, study.get_trials()[2], {"resumed_from": 2})  # resumed: not paused any more
+    coordinator = Coordinator(storage.sqlite_url(tmp_path / "optuna.db"), "s")
+    assert paused_checkpoints(coordinator, tmp_path / "ckpt") == (1, 1000)
