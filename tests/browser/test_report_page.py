@@ -10,6 +10,14 @@ from browser_helpers import screenshot, search_cli
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+@pytest.fixture(scope="module")
+def plain_report(small_search, tmp_path_factory):
+    """The small search's report without MLflow links, written once: the tests below only read it."""
+    page = tmp_path_factory.mktemp("plain-report") / "report.html"
+    search_cli("report", "--name", small_search.name, "-o", str(page), "--no-mlflow", cwd=small_search.workdir)
+    return page
+
+
 def test_report_renders_every_figure_without_console_errors(small_search, driver, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -32,16 +40,14 @@ def test_report_renders_every_figure_without_console_errors(small_search, driver
     screenshot(driver, "report", full_page=True, width=1280)
 
 
-def test_report_fits_a_1280_pixel_screen(small_search, driver, tmp_path):
+def test_report_fits_a_1280_pixel_screen(plain_report, driver):
     """Nothing wider than the page, and every column of the trials table on screen (this study's
     nine parameters fit; more would scroll inside the table's box, whose scrollbar stays in view)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = tmp_path / "report.html"
-    search_cli("report", "--name", small_search.name, "-o", str(page), "--no-mlflow", cwd=small_search.workdir)
     driver.set_window_size(1280, 900)
-    driver.get(page.as_uri())
+    driver.get(plain_report.as_uri())
     WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "section#trials table.trials"))
     layout = driver.execute_script("""
         var page = document.documentElement, body = document.body.getBoundingClientRect();
@@ -62,15 +68,13 @@ def test_report_fits_a_1280_pixel_screen(small_search, driver, tmp_path):
     assert layout["overflow"] == "auto" and layout["boxHeight"] <= 0.8 * 900 + 1, layout
 
 
-def test_report_lists_every_trial_in_a_table_that_sorts(small_search, driver, tmp_path):
+def test_report_lists_every_trial_in_a_table_that_sorts(small_search, plain_report, driver):
     import optuna
     from selenium.webdriver.common.by import By
 
-    page = tmp_path / "report.html"
-    search_cli("report", "--name", small_search.name, "-o", str(page), "--no-mlflow", cwd=small_search.workdir)
     study = optuna.load_study(study_name=small_search.name,
                               storage=f"sqlite:///{small_search.workdir / '.search' / 'optuna.db'}")  # fmt: skip
-    driver.get(page.as_uri())
+    driver.get(plain_report.as_uri())
     rows = driver.find_elements(By.CSS_SELECTOR, "table.trials tbody tr")
     assert len(rows) == len(study.trials)
 

@@ -7,6 +7,8 @@ Trials of ``demo`` (4 search epochs, minimize val_loss, budget 8):
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -187,3 +189,56 @@ def search_main(capsys: pytest.CaptureFixture[str]) -> Any:
         return code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture
+def warm_cli(search_main: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The ``cli`` fixture's call (``*args, cwd, env, check``, a ``CompletedProcess`` back) run in this
+    process, whose imports are warm: for the commands that only read a study (``status``, ``trials``,
+    ``best``, ``report``, ``export``), each of which costs seconds of imports in a fresh interpreter.
+    As there, the command sees ``cwd`` as its working directory and no ``SEARCH_*`` variable or
+    MLflow URI variable but those in ``env``; MLflow's URIs are put back afterwards, so one call
+    cannot point the next at its stores. ``search start`` and the workers keep running as processes."""
+
+    def run(*args: str, cwd: Path, env: dict[str, str] | None = None, check: bool = False,
+            timeout: float | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        del timeout  # the subprocess runner's; an in-process call has none
+        mlflow_globals = _mlflow_uri_globals()
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd)
+            for name in [k for k in os.environ if k.startswith("SEARCH_")] + list(_MLFLOW_URI_VARIABLES):
+                patch.setenv(name, "")  # records the value (or its absence) for the undo
+                patch.delenv(name)
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            try:
+                code, out, err = search_main(list(args))
+            finally:
+                _restore_mlflow_uri_globals(mlflow_globals)
+        proc = subprocess.CompletedProcess(["search", *args], code, out, err)
+        if check and code != 0:
+            raise AssertionError(f"search {' '.join(args)} exited {code}\n{out}\n{err}")
+        return proc
+
+    return run
+
+
+_MLFLOW_URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+
+
+def _mlflow_uri_globals() -> tuple[Any, Any] | None:
+    if "mlflow" not in sys.modules:
+        return None
+    from mlflow.tracking._model_registry import utils as registry
+    from mlflow.tracking._tracking_service import utils as tracking
+
+    return tracking._tracking_uri, registry._registry_uri
+
+
+def _restore_mlflow_uri_globals(saved: tuple[Any, Any] | None) -> None:
+    if "mlflow" not in sys.modules:
+        return
+    from mlflow.tracking._model_registry import utils as registry
+    from mlflow.tracking._tracking_service import utils as tracking
+
+    tracking._tracking_uri, registry._registry_uri = saved if saved is not None else (None, None)

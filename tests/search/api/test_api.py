@@ -38,7 +38,7 @@ def test_the_readme_python_example_runs_as_written(example_run):
 
 
 @pytest.mark.slow
-def test_the_calls_match_the_commands(example_run, cli):
+def test_the_calls_match_the_commands(example_run, warm_cli):
     import search
 
     work, _ = example_run
@@ -46,7 +46,7 @@ def test_the_calls_match_the_commands(example_run, cli):
     df = search.trials("resmlp", **where)
     assert len(df) == 4 and {"number", "state", "value", "params", "epochs", "mlflow_run_id"} <= set(df.columns)
     best = search.best("resmlp", **where)
-    from_cli = cli("best", "--name", "resmlp", "--project-dir", str(work / "demo"), "--json", cwd=work, check=True)
+    from_cli = warm_cli("best", "--name", "resmlp", "--project-dir", str(work / "demo"), "--json", cwd=work, check=True)
     import json
 
     assert best == json.loads(from_cli.stdout)

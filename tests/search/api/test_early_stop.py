@@ -35,28 +35,28 @@ def test_a_bad_timeout_creates_nothing(cli, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def _counts(cli, cwd):
-    return json.loads(cli("status", "--name", "sleep", "--json", cwd=cwd, check=True).stdout)
+def _counts(warm_cli, cwd):
+    return json.loads(warm_cli("status", "--name", "sleep", "--json", cwd=cwd, check=True).stdout)
 
 
 @pytest.mark.slow
-def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path):
+def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path, warm_cli):
     proc = cli("start", *QUICK, "--trials", "16", "--timeout", "6s", cwd=tmp_path, check=True)
-    status = _counts(cli, tmp_path)
+    status = _counts(warm_cli, tmp_path)
     assert 1 <= status["finished"] < 16 and status["running"] == status["waiting"] == 0
     assert status["budget"] == status["finished"] and status["done"]
     assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 16 asked" in (
         proc.stdout)  # fmt: skip
     again = cli("start", *QUICK, "--trials", "16", cwd=tmp_path, check=True)  # no limit this time
     assert "ended early" not in again.stdout
-    status = _counts(cli, tmp_path)
+    status = _counts(warm_cli, tmp_path)
     assert (status["finished"], status["budget"], status["complete"]) == (16, 16, 16)
 
 
 @pytest.mark.slow
-def test_stop_at_ends_the_search_once_the_best_value_reaches_it(cli, tmp_path):
+def test_stop_at_ends_the_search_once_the_best_value_reaches_it(cli, tmp_path, warm_cli):
     # The sleep study's loss is the squared distance of x in [-2, 2] from 0.3: at most 5.29.
     proc = cli("start", *QUICK, "--trials", "40", "--stop-at", "6", cwd=tmp_path, check=True)
-    status = _counts(cli, tmp_path)
+    status = _counts(warm_cli, tmp_path)
     assert 1 <= status["finished"] < 40 and status["best_value"] <= 6
     assert "the search ended early: --stop-at 6 reached (best " in proc.stdout

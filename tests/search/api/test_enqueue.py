@@ -25,14 +25,14 @@ def sleep_study(tmp_path):
 
 
 @pytest.mark.slow
-def test_queued_configurations_run_first_and_count_in_the_budget(sleep_study, search_main, cli, tmp_path):
+def test_queued_configurations_run_first_and_count_in_the_budget(sleep_study, search_main, cli, tmp_path, warm_cli):
     (tmp_path / "known.csv").write_text("x,lr\n0.25,0.01\n-1.5,\n")
     code, out, err = search_main(["enqueue", *sleep_study, "--params", "x=0.3,lr=0.02", "--file",
                                   str(tmp_path / "known.csv")])  # fmt: skip
     assert code == 0, err
     assert out.strip() == "queued 3 configurations in study 'sleep' as trials 0, 1, 2; workers take them first"
     cli("worker", *sleep_study, cwd=tmp_path, check=True)
-    rows = json.loads(cli("trials", *sleep_study, "--json", cwd=tmp_path, check=True).stdout)
+    rows = json.loads(warm_cli("trials", *sleep_study, "--json", cwd=tmp_path, check=True).stdout)
     assert [r["state"] for r in rows] == ["COMPLETE"] * 4  # the budget: 3 queued, 1 from the sampler
     assert [r["params"]["x"] for r in rows[:3]] == [0.3, 0.25, -1.5]
     assert rows[0]["params"]["lr"] == 0.02 and rows[1]["params"]["lr"] == 0.01
@@ -63,12 +63,12 @@ def test_the_python_call_queues_the_same(sleep_study, tmp_path):
 
 
 @pytest.mark.slow
-def test_search_start_queues_known_configurations_before_any_worker_joins(cli, tmp_path):
+def test_search_start_queues_known_configurations_before_any_worker_joins(cli, tmp_path, warm_cli):
     (tmp_path / "known.json").write_text(json.dumps([{"x": 0.3, "lr": 0.05}, {"x": -1.0}]))
     proc = cli("start", "--study", str(SLEEP), "--trials", "3", "--workers", "2", "--enqueue", "known.json",
                "--study-option", "epoch_seconds=0", "--no-retrain", cwd=tmp_path, check=True)  # fmt: skip
     assert "queued 2 known configurations to run first (--enqueue)" in proc.stdout
-    rows = json.loads(cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
+    rows = json.loads(warm_cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
     assert len(rows) == 3 and [r["params"]["x"] for r in rows[:2]] == [0.3, -1.0]
 
 

@@ -30,8 +30,8 @@ def _optuna_trials(work: Path, name: str):
 
 
 @pytest.mark.slow
-def test_trials_json_lists_every_trial_with_state_params_and_reason(faulty, cli):
-    rows = json.loads(cli("trials", "--study", FAULTY_STUDY, "--json", cwd=faulty, check=True).stdout)
+def test_trials_json_lists_every_trial_with_state_params_and_reason(faulty, warm_cli):
+    rows = json.loads(warm_cli("trials", "--study", FAULTY_STUDY, "--json", cwd=faulty, check=True).stdout)
     expected = _optuna_trials(faulty, "faulty")
     assert [r["number"] for r in rows] == [t.number for t in expected]
     assert [r["state"] for r in rows] == [t.state.name for t in expected]
@@ -44,15 +44,16 @@ def test_trials_json_lists_every_trial_with_state_params_and_reason(faulty, cli)
 
 
 @pytest.mark.slow
-def test_trials_csv_and_state_filter(faulty, cli):
-    text = cli("trials", "--name", "faulty", "--csv", cwd=faulty, check=True).stdout
+def test_trials_csv_and_state_filter(faulty, warm_cli):
+    text = warm_cli("trials", "--name", "faulty", "--csv", cwd=faulty, check=True).stdout
     table = list(csv.DictReader(io.StringIO(text)))
     assert len(table) == 4 and {"params.x", "fail_reason", "mlflow_run_id"} <= set(table[0])
-    failed = json.loads(cli("trials", "--name", "faulty", "--json", "--state", "fail", cwd=faulty, check=True).stdout)
+    failed = warm_cli("trials", "--name", "faulty", "--json", "--state", "fail", cwd=faulty, check=True)
+    failed = json.loads(failed.stdout)
     assert failed and {r["state"] for r in failed} == {"FAIL"}
-    plain = cli("trials", "--name", "faulty", cwd=faulty, check=True).stdout.splitlines()
+    plain = warm_cli("trials", "--name", "faulty", cwd=faulty, check=True).stdout.splitlines()
     assert plain[0].split()[:3] == ["#", "state", "value"] and len(plain) == 5
-    both = cli("trials", "--name", "faulty", "--json", "--csv", cwd=faulty)
+    both = warm_cli("trials", "--name", "faulty", "--json", "--csv", cwd=faulty)
     assert both.returncode == 2 and both.stderr.strip() == "error: give --json or --csv, not both"
 
 
@@ -83,8 +84,8 @@ def retrained(tmp_path_factory, cli) -> Path:
 
 
 @pytest.mark.slow
-def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
-    result = json.loads(cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
+def test_best_gives_the_best_trial_and_the_champion(retrained, warm_cli):
+    result = json.loads(warm_cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
     trials = [t for t in _optuna_trials(retrained, "resmlp") if t.state.name == "COMPLETE"]
     top = min(trials, key=lambda t: t.value)
     assert (result["trial"], result["value"], result["params"]) == (top.number, top.value, top.params)
@@ -92,13 +93,13 @@ def test_best_gives_the_best_trial_and_the_champion(retrained, cli):
     assert champion["version"] == "1" and champion["source_trial"] == top.number
     assert {"test_loss", "test_accuracy"} <= set(champion["test_metrics"])
     assert champion["exports"] == {"onnx": "ok", "torchscript": "ok"}
-    text = cli("best", "--study", "resmlp", cwd=retrained, check=True).stdout
+    text = warm_cli("best", "--study", "resmlp", cwd=retrained, check=True).stdout
     assert f"best trial {top.number}" in text and "champion: resmlp version 1" in text
     assert "  exports: onnx ok, torchscript ok" in text
 
 
 @pytest.mark.slow
-def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_nothing(retrained, cli):
+def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_nothing(retrained, cli, warm_cli):
     said = (retrained / "first-start.out").read_text().splitlines()
     start = next(i for i, line in enumerate(said) if line.startswith("retraining trial "))
     assert "at full scale (3 epochs), then test, export, register" in said[start]
@@ -108,22 +109,22 @@ def test_the_final_phase_says_what_it_does_and_the_same_command_again_trains_not
     again = cli(*RESMLP_START, cwd=retrained, check=True)
     assert "is finished: nothing to run" in again.stdout and "retraining trial" not in again.stdout
     assert "retrained before: model resmlp version 1" in again.stdout and "champion: version 1" in again.stdout
-    best = json.loads(cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
+    best = json.loads(warm_cli("best", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
     assert best["champion"]["version"] == "1"
 
 
 @pytest.mark.slow
-def test_status_of_a_finished_study_says_done_and_names_the_champion(retrained, cli):
-    text = cli("status", "--study", "resmlp", cwd=retrained, check=True).stdout.splitlines()
+def test_status_of_a_finished_study_says_done_and_names_the_champion(retrained, warm_cli):
+    text = warm_cli("status", "--study", "resmlp", cwd=retrained, check=True).stdout.splitlines()
     assert text[0].startswith("resmlp: 2/2 finished") and text[0].endswith("ETA done")
     assert text[1].startswith("  done; champion: resmlp version 1 (retrained trial ")
-    data = json.loads(cli("status", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
+    data = json.loads(warm_cli("status", "--study", "resmlp", "--json", cwd=retrained, check=True).stdout)
     assert data["done"] is True and data["champion"]["version"] == "1"
 
 
 @pytest.mark.slow
-def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
-    cli("report", "--study", "resmlp", "-o", "r.html", "--no-mlflow", cwd=retrained, check=True)
+def test_the_report_shows_the_champion_and_every_trial(retrained, warm_cli):
+    warm_cli("report", "--study", "resmlp", "-o", "r.html", "--no-mlflow", cwd=retrained, check=True)
     page = (retrained / "r.html").read_text()
     assert "Registered model resmlp version 1 (retrained trial" in page and "test_accuracy" in page
     assert "Exports: onnx ok, torchscript ok." in page
@@ -131,7 +132,8 @@ def test_the_report_shows_the_champion_and_every_trial(retrained, cli):
 
 
 @pytest.mark.slow
-def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli, search_main, monkeypatch):
+def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrained, cli, warm_cli, search_main,
+                                                                         monkeypatch):  # fmt: skip
     from mlflow import MlflowClient
 
     uri = f"sqlite:///{retrained / '.search' / 'mlflow.db'}"
@@ -145,11 +147,11 @@ def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrai
     assert code == 1 and "nothing deleted" in out
     assert "delete study 'resmlp': 2 trials in the Optuna storage, 4 MLflow runs, checkpoints in" in out
     assert "registered model 'resmlp' (1 version) is kept" in out
-    assert cli("status", "--study", "resmlp", cwd=retrained).returncode == 0
+    assert warm_cli("status", "--study", "resmlp", cwd=retrained).returncode == 0
 
     proc = cli("delete", "--study", "resmlp", "--yes", cwd=retrained, check=True)
     assert "deleted study 'resmlp': 2 trials" in proc.stdout
-    gone = cli("status", "--study", "resmlp", cwd=retrained)
+    gone = warm_cli("status", "--study", "resmlp", cwd=retrained)
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "does not exist" in gone.stderr
     assert client.get_experiment_by_name("resmlp") is None
     assert all(client.get_run(r).info.lifecycle_stage == "deleted" for r in [*run_ids, champion_run])
@@ -158,7 +160,7 @@ def test_delete_asks_then_removes_the_study_its_runs_and_checkpoints_only(retrai
     assert not (retrained / ".search" / "checkpoints" / "resmlp").exists()
     assert str(client.get_model_version_by_alias("resmlp", "champion").version) == "1"  # the registry is kept
     # The other study is untouched.
-    assert cli("status", "--study", SLEEP_STUDY, cwd=retrained).returncode == 0
+    assert warm_cli("status", "--study", SLEEP_STUDY, cwd=retrained).returncode == 0
     assert client.search_runs([client.get_experiment_by_name("sleep").experiment_id])
 
 

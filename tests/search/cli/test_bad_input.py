@@ -215,7 +215,7 @@ def test_an_fp16_study_with_local_workers_and_no_gpu_is_refused_before_anything_
 
 @pytest.mark.skipif(_cuda(), reason="checks a machine without a CUDA GPU")
 @pytest.mark.slow
-def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path):
+def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path, warm_cli):
     """`search start --workers 0` creates the study for GPU nodes (no check: nothing trains here);
     a worker started on a machine without CUDA leaves with one line and takes no trial."""
     import json
@@ -234,7 +234,7 @@ def test_a_worker_without_a_gpu_claims_no_trial_of_an_fp16_study(cli, tmp_path):
         last = [line for line in worker.stderr.splitlines() if line.strip()][-1]
         assert last.startswith("error: study 'resmlp' trains in fp16, which needs a CUDA GPU"), worker.stderr
         assert "Traceback" not in worker.stderr
-        trials = cli("trials", "--study", "resmlp", "--json", cwd=tmp_path, check=True)
+        trials = warm_cli("trials", "--study", "resmlp", "--json", cwd=tmp_path, check=True)
         assert json.loads(trials.stdout) == []
         assert follower.poll() is None  # still following, for workers elsewhere
     finally:

@@ -34,12 +34,24 @@ def _one_error_line(proc) -> str:
     return lines[0]
 
 
+def _finished_study(cli, cwd: Path) -> Path:
+    """A finished two-trial study with a random sampler, seed 4 and five retries, in ``cwd``."""
+    cli("start", *QUICK, "--trials", "2", "--sampler", "random", "--seed", "4", "--max-retries", "5", cwd=cwd,
+        check=True)  # fmt: skip
+    return cwd
+
+
 @pytest.fixture
 def resumable(cli, tmp_path) -> Path:
-    """A finished two-trial study with a random sampler, seed 4 and five retries."""
-    cli("start", *QUICK, "--trials", "2", "--sampler", "random", "--seed", "4", "--max-retries", "5", cwd=tmp_path,
-        check=True)  # fmt: skip
-    return tmp_path
+    """The finished study, one for each test that resumes it (and so changes it)."""
+    return _finished_study(cli, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refused_resume(cli, tmp_path_factory) -> Path:
+    """The same finished study, made once for the resumes that are refused: each of them checks that
+    it changed nothing, so they can share it."""
+    return _finished_study(cli, tmp_path_factory.mktemp("refused-resume"))
 
 
 @pytest.mark.slow
@@ -76,15 +88,15 @@ def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, res
     ],
 )
 @pytest.mark.slow
-def test_resume_that_would_change_the_data_is_refused_and_changes_nothing(cli, resumable, flags, fragment):
-    before = _record(resumable)
-    proc = cli("start", "--study", SLEEP_STUDY, "--trials", "4", "--workers", "1", *flags, cwd=resumable)
+def test_resume_that_would_change_the_data_is_refused_and_changes_nothing(cli, refused_resume, flags, fragment):
+    before = _record(refused_resume)
+    proc = cli("start", "--study", SLEEP_STUDY, "--trials", "4", "--workers", "1", *flags, cwd=refused_resume)
     assert fragment in _one_error_line(proc)
-    assert _record(resumable) == before  # no budget change, no trial, no setting
+    assert _record(refused_resume) == before  # no budget change, no trial, no setting
 
 
 @pytest.mark.slow
-def test_search_toml_sets_any_flag_and_the_command_line_wins(cli, tmp_path):
+def test_search_toml_sets_any_flag_and_the_command_line_wins(cli, tmp_path, warm_cli):
     (tmp_path / "search.toml").write_text(
         f'[search]\nstudy = "{SLEEP_STUDY}"\ntrials = 2\nworkers = 1\nsampler = "random"\npruner = "none"\n'
         "no-retrain = true\n[search.study-option]\nepoch_seconds = 0\nepochs = 2\n"
@@ -96,7 +108,7 @@ def test_search_toml_sets_any_flag_and_the_command_line_wins(cli, tmp_path):
     settings = record["spec"]["settings"]
     assert (settings["sampler"], settings["pruner"], settings["seed"]) == ("random", "none", 11)
     assert record["spec"]["options"] == {"epoch_seconds": 0, "epochs": 2}
-    status = cli("status", cwd=tmp_path, check=True)  # --json and --study from the file
+    status = warm_cli("status", cwd=tmp_path, check=True)  # --json and --study from the file
     assert json.loads(status.stdout)["finished"] == 2
 
 
@@ -168,11 +180,11 @@ def test_quiet_after_the_subcommand_prints_only_the_summary(cli, tmp_path):
 @pytest.mark.postgres
 @pytest.mark.skipif(importlib.util.find_spec("psycopg") is None, reason="psycopg 3 is a test dependency")
 @pytest.mark.slow
-def test_psycopg3_urls_work_end_to_end(cli, tmp_path, pg_databases):
+def test_psycopg3_urls_work_end_to_end(cli, tmp_path, pg_databases, warm_cli):
     storage_url, tracking_url = (u.replace("+psycopg2", "+psycopg") for u in (pg_databases(), pg_databases()))
     cli("start", *QUICK, "--trials", "2", "--storage", storage_url, "--tracking-uri", tracking_url, cwd=tmp_path,
         check=True)  # fmt: skip
-    status = cli("status", "--name", "sleep", "--json", "--storage", storage_url, cwd=tmp_path, check=True)
+    status = warm_cli("status", "--name", "sleep", "--json", "--storage", storage_url, cwd=tmp_path, check=True)
     assert json.loads(status.stdout)["complete"] == 2
 
 

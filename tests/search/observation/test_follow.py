@@ -14,7 +14,7 @@ SLEEP_STUDY = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies"
 
 
 @pytest.mark.slow
-def test_follow_shows_a_running_study_until_it_finishes(tmp_path, cli):
+def test_follow_shows_a_running_study_until_it_finishes(tmp_path, cli, warm_cli):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_")} | {"PYTHONUNBUFFERED": "1"}
     said = open(tmp_path / "start.out", "w")  # noqa: SIM115
     start = subprocess.Popen(
@@ -24,7 +24,7 @@ def test_follow_shows_a_running_study_until_it_finishes(tmp_path, cli):
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while cli("status", "--study", SLEEP_STUDY, cwd=tmp_path).returncode != 0:  # until the study exists
+        while warm_cli("status", "--study", SLEEP_STUDY, cwd=tmp_path).returncode != 0:  # until the study exists
             assert time.monotonic() < deadline and start.poll() is None
             time.sleep(0.5)
         followed = cli("follow", "--study", SLEEP_STUDY, "--interval", "0.5", cwd=tmp_path, timeout=180)

@@ -38,15 +38,15 @@ def test_snapshot_counts_best_and_running_trial(demo_study):
     assert snap.trials_per_minute > 0 and snap.eta_seconds is not None and snap.eta_seconds > 0
 
 
-def test_status_from_another_directory_text_and_json(demo_study, cli, tmp_path):
+def test_status_from_another_directory_text_and_json(demo_study, warm_cli, tmp_path):
     """Any machine: only flags (or SEARCH_* variables) say where the study is, nothing in the cwd."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     flags = ["--name", demo_study.name, "--storage", _with_password(demo_study.url)]
     if storage.is_sqlite(demo_study.url):  # a shared file: its directory is the project directory
         flags += ["--project-dir", str(demo_study.project_dir)]
-    text = cli("status", *flags, cwd=elsewhere, check=True).stdout
-    raw = cli("status", *flags, "--json", cwd=elsewhere, check=True).stdout
+    text = warm_cli("status", *flags, cwd=elsewhere, check=True).stdout
+    raw = warm_cli("status", *flags, "--json", cwd=elsewhere, check=True).stdout
     data = json.loads(raw)
     assert {k: data[k] for k in ("study", "budget", "finished", "complete", "pruned", "failed", "running")} == {
         "study": "demo", "budget": 8, "finished": 6, "complete": 3, "pruned": 2, "failed": 1, "running": 1,
@@ -59,9 +59,9 @@ def test_status_from_another_directory_text_and_json(demo_study, cli, tmp_path):
     assert FAKE_PASSWORD not in text + raw
 
 
-def test_status_of_a_missing_study_is_one_line(demo_study, cli, tmp_path):
-    proc = cli("status", "--name", "nope", "--storage", _with_password(demo_study.url),
-               "--project-dir", str(demo_study.project_dir), cwd=tmp_path)  # fmt: skip
+def test_status_of_a_missing_study_is_one_line(demo_study, warm_cli, tmp_path):
+    proc = warm_cli("status", "--name", "nope", "--storage", _with_password(demo_study.url),
+                    "--project-dir", str(demo_study.project_dir), cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2 and "study 'nope' does not exist" in proc.stderr
     assert "Traceback" not in proc.stderr and FAKE_PASSWORD not in proc.stderr
 

@@ -73,12 +73,12 @@ def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resml
 
 
 @pytest.mark.slow
-def test_search_export_writes_files_that_run_without_this_project(resmlp_champion, cli):
+def test_search_export_writes_files_that_run_without_this_project(resmlp_champion, warm_cli):
     from sklearn.datasets import load_digits
 
-    proc = cli("export", "--study", "resmlp", cwd=resmlp_champion, check=True)
+    proc = warm_cli("export", "--study", "resmlp", cwd=resmlp_champion, check=True)
     assert "wrote resmlp-v1.onnx" in proc.stdout
-    cli("export", "--study", "resmlp", "--format", "torchscript", "-o", "m.pt", cwd=resmlp_champion, check=True)
+    warm_cli("export", "--study", "resmlp", "--format", "torchscript", "-o", "m.pt", cwd=resmlp_champion, check=True)
 
     rows, _ = load_digits(return_X_y=True)
     rows = rows[:300].astype("float32")  # raw pixel rows: the preprocessing is inside the file
@@ -93,8 +93,8 @@ def test_search_export_writes_files_that_run_without_this_project(resmlp_champio
 
 
 @pytest.mark.slow
-def test_export_of_a_missing_version_is_one_line(resmlp_champion, cli):
-    proc = cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion)
+def test_export_of_a_missing_version_is_one_line(resmlp_champion, warm_cli):
+    proc = warm_cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: registered model 'resmlp' has no version 7; run `search retrain`"
 
