@@ -65,6 +65,7 @@ from storage._optuna_internals._access import (  # noqa: E402 - after the check:
     warmup_steps,
     wrapped_pruner,
 )
+from storage._optuna_internals._bulk import copy_trials_for_benchmarks  # noqa: E402
 from storage._optuna_internals._claim import create_running_trial, pop_waiting_trial  # noqa: E402
 from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_ids_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
@@ -77,6 +78,7 @@ __all__ = [
     "cached_study_trials",
     "cached_trials",
     "check_optuna_version",
+    "copy_trials_for_benchmarks",
     "create_running_trial",
     "filter_study",
     "finish_trial",
