@@ -20,6 +20,7 @@ from search_helpers import (
     StudyWatch,
     assert_exact_logical_budget,
     logical,
+    mlflow_runs,
     paused_now,
     spawn,
     stop,
@@ -113,6 +114,12 @@ def test_a_worker_killed_in_a_resumed_trial_is_retried_from_its_newest_checkpoin
     [retry] = [t for t in trials if t.system_attrs.get("retry_history", [None])[-1] == target.number]
     assert retry.state.name in ("COMPLETE", "PRUNED")
     assert retry.user_attrs["resumed_from_epoch"] >= reached  # from its newest checkpoint, not the pause's
+    # MLflow: the retry's run is a retry of the killed attempt's (which ends KILLED), not a resumption.
+    runs = mlflow_runs(tmp_path / ".search")
+    killed_run, retry_run = runs[killed.user_attrs["mlflow_run_id"]], runs[retry.user_attrs["mlflow_run_id"]]
+    assert killed_run.info.status == "KILLED"
+    assert retry_run.data.tags.get("hpsearch.retry_of") == killed_run.info.run_id, retry_run.data.tags
+    assert "hpsearch.resumed_from" not in retry_run.data.tags
     assert "died (killed by SIGKILL) with the study unfinished" in (tmp_path / "start.log").read_text()
     assert not list(root.glob("trial-*")), "checkpoints were left behind"
 
