@@ -34,7 +34,7 @@ running).
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 6
     python benchmarks/soak.py --pause-every 10 --mlflow-server --seed 1   # the whole round-two soak
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 10 --pause-every 10 --pg-restarts 0 \
-        --pruner asha:min=1,factor=2 --epochs 8           # freeze-thaw: trials pause and resume
+        --pruner asha:min=1,factor=2 --sampler random --epochs 16   # freeze-thaw: trials pause and resume
 """
 
 from __future__ import annotations
@@ -129,6 +129,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mlflow-down", type=float, default=20, help="seconds the tracking server stays down")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--pruner", default="none", help="the study's --pruner, e.g. asha:min=1,factor=2 [none]")
+    parser.add_argument("--sampler", default="tpe", help="the study's --sampler (random: more resumptions) [tpe]")
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
     parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
@@ -172,8 +173,9 @@ class Soak:
             "start", "--study", str(SLEEP_STUDY), "--name", STUDY, "--trials", str(a.trials), "--workers", "0",
             "--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--max-retries", str(a.max_retries),
             "--checkpoint-every", "0",  # every epoch: the trials are a second long, and resuming is under test
-            "--pruner", a.pruner, "--no-retrain", "--quiet", "--study-option", f"epochs={a.epochs}",
-            "--study-option", f"epoch_seconds={a.epoch_seconds}", "--seed", str(a.seed), *self.where,
+            "--pruner", a.pruner, "--sampler", a.sampler, "--no-retrain", "--quiet",
+            "--study-option", f"epochs={a.epochs}", "--study-option", f"epoch_seconds={a.epoch_seconds}",
+            "--seed", str(a.seed), *self.where,
         ], "start.log")  # fmt: skip
 
     def start_worker(self) -> None:
@@ -436,6 +438,13 @@ def tally(url: str, budget: int) -> dict[str, int]:
             and t.user_attrs["resumed_from"] == (t.system_attrs.get("retry_history") or [None])[-1]
             for t in trials
         ),
+        # A retry of a resumed trial (its worker died while it trained) inherits ``resumed_from``.
+        "resumed_retried": sum(
+            "resumed_from" in t.user_attrs
+            and t.user_attrs["resumed_from"] != (t.system_attrs.get("retry_history") or [None])[-1]
+            and not stood_down(t)
+            for t in trials
+        ),
         "never_resumed": len(paused_now(trials)),
     }
 
@@ -492,7 +501,8 @@ def main() -> None:
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
     if args.pruner.split(":")[0] == "asha":
-        print(f"freeze-thaw: {counts['paused']} pauses, {counts['resumptions']} resumptions, "
+        print(f"freeze-thaw: {counts['paused']} pauses, {counts['resumptions']} resumptions "
+              f"({counts['resumed_retried']} retries of resumed trials after a kill or freeze), "
               f"{counts['never_resumed']} paused trials never resumed; checkpoints of paused trials looked at "
               f"{soak.paused_checks} times ({len(soak.paused_seen)} paused attempts seen), missing "
               f"{len(soak.missing)}")  # fmt: skip
