@@ -15,6 +15,14 @@ times. When the study is done it reads the trials back and prints:
     duplicated logical trials that finished more than once, plus any beyond the budget
     running    trials left RUNNING or WAITING
 
+With ``--pruner asha[:...]`` (freeze-thaw) a logical trial is a chain of attempts, some of them
+paused (PRUNED with ``paused_at``) and continued later: its outcome is its final attempt, the one
+no later attempt continues (a resumption names the paused attempt in ``resumed_from``, a retry lists
+the attempt it follows last in ``retry_history``); a COMPLETE attempt that is continued, or two
+final attempts, count as duplicated. While the study runs the soak also checks, every few seconds,
+that every paused trial not yet resumed still has its checkpoint folder (``trial-N``), and prints
+how many checkpoints of paused trials went missing.
+
 and the MLflow runs by status (a dead attempt's run ends KILLED; none may be left RUNNING), and the
 workers that exited non-zero by themselves (the database restarts are outages they ride out: none).
 
@@ -25,6 +33,8 @@ running).
     python benchmarks/soak.py                       # 200 trials, 8 workers, a kill every ~4 s
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 6
     python benchmarks/soak.py --pause-every 10 --mlflow-server --seed 1   # the whole round-two soak
+    python benchmarks/soak.py --trials 60 --workers 4 --kill-every 10 --pause-every 10 --pg-restarts 0 \
+        --pruner asha:min=1,factor=2 --sampler random --epochs 16   # freeze-thaw: trials pause and resume
 """
 
 from __future__ import annotations
@@ -118,6 +128,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mlflow-restarts", type=int, default=2)
     parser.add_argument("--mlflow-down", type=float, default=20, help="seconds the tracking server stays down")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--pruner", default="none", help="the study's --pruner, e.g. asha:min=1,factor=2 [none]")
+    parser.add_argument("--sampler", default="tpe", help="the study's --sampler (random: more resumptions) [tpe]")
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
     parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
@@ -145,6 +157,10 @@ class Soak:
         self.started = self.killed = self.restarts = self.pauses = self.mlflow_restarts = 0
         self.frozen: dict[subprocess.Popen[bytes], float] = {}  # a stopped worker -> when to thaw it
         self.failed_exits: dict[int, int] = defaultdict(int)  # exit code -> workers (not killed by the soak)
+        self.checkpoints = workdir / "project" / "checkpoints" / STUDY
+        self.paused_checks = 0  # looks at the paused trials' checkpoints while the study ran
+        self.paused_seen: set[int] = set()  # paused attempts seen (their numbers)
+        self.missing: set[int] = set()  # logical trials whose checkpoints went missing while paused
 
     def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(self.logs / log, "ab") as out:
@@ -157,8 +173,9 @@ class Soak:
             "start", "--study", str(SLEEP_STUDY), "--name", STUDY, "--trials", str(a.trials), "--workers", "0",
             "--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--max-retries", str(a.max_retries),
             "--checkpoint-every", "0",  # every epoch: the trials are a second long, and resuming is under test
-            "--pruner", "none", "--no-retrain", "--quiet", "--study-option", f"epochs={a.epochs}",
-            "--study-option", f"epoch_seconds={a.epoch_seconds}", "--seed", str(a.seed), *self.where,
+            "--pruner", a.pruner, "--sampler", a.sampler, "--no-retrain", "--quiet",
+            "--study-option", f"epochs={a.epochs}", "--study-option", f"epoch_seconds={a.epoch_seconds}",
+            "--seed", str(a.seed), *self.where,
         ], "start.log")  # fmt: skip
 
     def start_worker(self) -> None:
@@ -281,6 +298,7 @@ def run(soak: Soak) -> int:
     next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * args.kill_every
     next_pause = time.monotonic() + rng.uniform(0.5, 1.5) * args.pause_every if args.pause_every else float("inf")
     deadline = time.monotonic() + args.timeout
+    next_check = time.monotonic() + 2
     try:
         while follower.poll() is None:
             if time.monotonic() > deadline:
@@ -309,6 +327,9 @@ def run(soak: Soak) -> int:
                 restart_postgres()
                 soak.restarts += 1
             soak.keep_staffed()
+            if time.monotonic() >= next_check:
+                check_paused_checkpoints(soak)
+                next_check = time.monotonic() + 2
             time.sleep(0.5)
     finally:
         engine.dispose()
@@ -320,24 +341,85 @@ def run(soak: Soak) -> int:
     return int(follower.returncode)
 
 
-def tally(url: str, budget: int) -> dict[str, int]:
+def read_trials(url: str) -> list[Any]:
     import storage
 
     backend = storage.open_optuna_storage(url)
     try:
-        trials = backend.get_all_trials(backend.get_study_id_from_name(STUDY))
+        return backend.get_all_trials(backend.get_study_id_from_name(STUDY))
     finally:
         backend.engine.dispose()
+
+
+def logical(trial: Any) -> int:
+    return int(trial.system_attrs.get("failed_trial", trial.number))
+
+
+def stood_down(trial: Any) -> bool:
+    return str(trial.user_attrs.get("fail_reason", "")).startswith("not needed")
+
+
+def continued(trials: list[Any]) -> set[int]:
+    """The attempts a later attempt continues: a resumption names its paused attempt in
+    ``resumed_from``, a retry lists the attempt it follows last in ``retry_history``."""
+    out: set[int] = set()
+    for trial in trials:
+        if stood_down(trial):
+            continue
+        if "resumed_from" in trial.user_attrs:
+            out.add(int(trial.user_attrs["resumed_from"]))
+        if trial.system_attrs.get("retry_history"):
+            out.add(int(trial.system_attrs["retry_history"][-1]))
+    return out
+
+
+def paused_now(trials: list[Any]) -> dict[int, Any]:
+    """Logical trial -> its paused attempt that no attempt continues yet."""
+    taken = continued(trials)
+    return {logical(t): t for t in trials
+            if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in taken}  # fmt: skip
+
+
+def check_paused_checkpoints(soak: Soak) -> None:
+    """Every paused trial not yet resumed must still have its checkpoints. A folder that is missing
+    counts only if the trial is still paused after the look and the study still runs (its last
+    worker removes the checkpoints of the paused trials nobody resumed once it is over)."""
+    try:
+        before = paused_now(read_trials(soak.url))
+        gone = {n for n in before if not (soak.checkpoints / f"trial-{n}").is_dir()}
+        after = read_trials(soak.url)
+    except Exception:  # noqa: BLE001 - a look that failed is skipped, not a fault of the study
+        return
+    soak.paused_checks += 1
+    soak.paused_seen |= {t.number for t in before.values()}
+    still = paused_now(after)
+    if any(t.state.name in ("RUNNING", "WAITING") for t in after):
+        lost = {n for n in gone if n in still and still[n].number == before[n].number}
+        if lost - soak.missing:
+            print(f"  checkpoints of paused trials {sorted(lost - soak.missing)} are missing", flush=True)
+        soak.missing |= lost
+
+
+def tally(url: str, budget: int) -> dict[str, int]:
+    trials = read_trials(url)
     attempts: dict[int, list[Any]] = defaultdict(list)
     for trial in trials:
-        attempts[int(trial.system_attrs.get("failed_trial", trial.number))].append(trial)
-    # A logical trial's outcome: its finished attempt; else its newest. A retry queued while its
+        attempts[logical(trial)].append(trial)
+    # A logical trial's outcome: its final attempt, the one no later attempt continues (a paused
+    # attempt is continued by its resumption, a dead one by its retry). A retry queued while its
     # trial's own tell was landing stands down as FAIL ("not needed: trial N finished") after that
-    # attempt: it is bookkeeping, not a lost trial.
-    final = {n: next((t for t in tries if t.state.name in ("COMPLETE", "PRUNED")), max(tries, key=lambda t: t.number))
-             for n, tries in attempts.items()}  # fmt: skip
+    # attempt: it is bookkeeping, not a lost trial (nor a final attempt).
+    taken = continued(trials)
+    finals = {n: [t for t in tries if t.number not in taken and not stood_down(t)] for n, tries in attempts.items()}
+    final = {n: max(ends or tries, key=lambda t: t.number) for (n, ends), tries in zip(finals.items(),
+             attempts.values(), strict=True)}  # fmt: skip
     ended = {n: t for n, t in final.items() if t.state.name in ("COMPLETE", "PRUNED", "FAIL")}
-    twice = sum(sum(t.state.name in ("COMPLETE", "PRUNED") for t in tries) > 1 for tries in attempts.values())
+    # Finished twice: two final attempts that finished, or a COMPLETE attempt that was continued.
+    twice = sum(
+        sum(t.state.name in ("COMPLETE", "PRUNED") for t in ends) > 1
+        or any(t.state.name == "COMPLETE" and t.number in taken for t in attempts[n])
+        for n, ends in finals.items()
+    )
     retries = [t for t in trials if "failed_trial" in t.system_attrs and t.state.name in ("COMPLETE", "PRUNED")]
     return {
         "requested": budget,
@@ -348,7 +430,22 @@ def tally(url: str, budget: int) -> dict[str, int]:
         "attempts": len(trials),
         "resumed": sum(t.user_attrs.get("resumed_from_epoch", 0) > 0 for t in retries),
         "retried": len(retries),
-        "stood_down": sum(str(t.user_attrs.get("fail_reason", "")).startswith("not needed") for t in trials),
+        "stood_down": sum(stood_down(t) for t in trials),
+        "paused": sum(t.state.name == "PRUNED" and "paused_at" in t.user_attrs for t in trials),
+        # A resumption continues the paused attempt it names; a retry of one inherits the name.
+        "resumptions": sum(
+            "resumed_from" in t.user_attrs
+            and t.user_attrs["resumed_from"] == (t.system_attrs.get("retry_history") or [None])[-1]
+            for t in trials
+        ),
+        # A retry of a resumed trial (its worker died while it trained) inherits ``resumed_from``.
+        "resumed_retried": sum(
+            "resumed_from" in t.user_attrs
+            and t.user_attrs["resumed_from"] != (t.system_attrs.get("retry_history") or [None])[-1]
+            and not stood_down(t)
+            for t in trials
+        ),
+        "never_resumed": len(paused_now(trials)),
     }
 
 
@@ -403,11 +500,17 @@ def main() -> None:
           f"{counts['stood_down']} stood down (their trial had finished)")  # fmt: skip
     print(f"trials requested {counts['requested']}, finished {counts['finished']}, lost {counts['lost']}, "
           f"duplicated {counts['duplicated']}, left RUNNING {counts['running']}")  # fmt: skip
+    if args.pruner.split(":")[0] == "asha":
+        print(f"freeze-thaw: {counts['paused']} pauses, {counts['resumptions']} resumptions "
+              f"({counts['resumed_retried']} retries of resumed trials after a kill or freeze), "
+              f"{counts['never_resumed']} paused trials never resumed; checkpoints of paused trials looked at "
+              f"{soak.paused_checks} times ({len(soak.paused_seen)} paused attempts seen), missing "
+              f"{len(soak.missing)}")  # fmt: skip
     print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
     exits = ", ".join(f"{n} with {code}" for code, n in sorted(soak.failed_exits.items())) or "none"
     print(f"workers that exited non-zero by themselves (the soak's SIGKILLs aside): {exits}")
     ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
-    ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits
+    ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits and not soak.missing
     sys.exit(0 if ok and code == 0 else 1)
 
 

@@ -13,21 +13,22 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
-# Physical trials by state, how many are retries, resumptions of paused trials and paused attempts;
-# one study user attribute (``:key``, none when NULL) rides on an extra row whose state is NULL (a
-# study with no trials has no other row).
+# Physical trials by state, how many are retries and paused attempts; one study user attribute
+# (``:key``, none when NULL) and the paused attempts resumed since ride on an extra row whose state is
+# NULL (a study with no trials has no other row). Those are counted by the attempts that resumptions
+# name in ``resumed_from``, each once: the retry of a resumption whose worker died names it too.
 _COUNTS = sqlalchemy.text(
     """
-    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS resumed, 0 AS paused,
+    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS paused,
+           (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
+            JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
     SELECT t.state, count(*) AS n,
            sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries,
-           sum(CASE WHEN r.trial_id IS NULL THEN 0 ELSE 1 END) AS resumed,
-           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused, NULL AS attr
+           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused, 0 AS resumed, NULL AS attr
     FROM trials t
     LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
-    LEFT JOIN trial_user_attributes r ON r.trial_id = t.trial_id AND r.key = 'resumed_from'
     LEFT JOIN trial_user_attributes p ON p.trial_id = t.trial_id AND p.key = 'paused_at' AND t.state = 'PRUNED'
     WHERE t.study_id = :sid
     GROUP BY t.state
@@ -42,7 +43,7 @@ class TrialCounts:
     by_state: dict[str, int]
     retries: int
     resumed: int = 0
-    """Resumptions of paused trials (freeze-thaw): each continues one paused, PRUNED attempt."""
+    """Paused attempts resumed since (freeze-thaw): each is continued by one resumption."""
     paused_attempts: int = 0
     """PRUNED attempts that paused, resumed since or not."""
 
@@ -97,9 +98,10 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
         with bind.connect() as conn:
             return count_trials_and_attr(conn, study_id, key)
     rows = bind.execute(_COUNTS, {"sid": study_id, "key": key}).fetchall()
-    raw = next((r.attr for r in rows if r.state is None), None)
+    extra = next(r for r in rows if r.state is None)
+    raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    counts = TrialCounts(by_state, *(sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "resumed",
-                                                                                           "paused")))  # fmt: skip
+    retries, paused = (sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "paused"))
+    counts = TrialCounts(by_state, retries, int(extra.resumed or 0), paused)
     return counts, None if raw is None else json.loads(raw)

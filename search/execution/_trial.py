@@ -104,14 +104,18 @@ def _start_run(ctx: WorkerContext, trial: optuna.trial.Trial, base: int) -> RunL
     (``Tracker.open_child``; if that fails, the trial stops at its next epoch). Later trials create
     their run here, as that costs a short trial less than two threads taking turns.
     """
-    inherited = cached_frozen_trial(trial).user_attrs
+    frozen = cached_frozen_trial(trial)
+    inherited = frozen.user_attrs
     previous = inherited.get("mlflow_run_id")  # a retry inherits its attempt's, as does a resumption
+    # A resumption continues the paused attempt it names; a retry of one (its worker died) inherits the name.
+    follows = (frozen.system_attrs.get("retry_history") or [None])[-1]
+    resumed = "resumed_from" in inherited and inherited["resumed_from"] == follows
     tags = {"hpsearch.trial": trial.number, "hpsearch.worker": ctx.worker_id, "hpsearch.host": HOST}
     attrs = {"worker": ctx.worker_id, "host": HOST}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the GPUs this worker was given (by us or by a scheduler)
     if gpus:
         tags["hpsearch.gpus"] = attrs["gpus"] = gpus
-    if previous and "resumed_from" in inherited:  # a paused trial's run ended FINISHED: it stays so
+    if previous and resumed:  # a paused trial's run ended FINISHED: it stays so
         tags.update({"hpsearch.resumed_from": previous, "hpsearch.resumed_from_trial": inherited["resumed_from"],
                      "hpsearch.logical_trial": base})  # fmt: skip
         previous = None

@@ -162,3 +162,58 @@ def mlflow_runs(project: Path) -> dict[str, Any]:
     client = MlflowClient(f"sqlite:///{project}/mlflow.db")
     experiments = [e.experiment_id for e in client.search_experiments()]
     return {r.info.run_id: r for r in client.search_runs(experiments, max_results=500)}
+
+
+# -- freeze-thaw: a logical trial is a chain of attempts ------------------------------------------
+
+
+def continued_attempts(trials: list[Any]) -> set[int]:
+    """Numbers of the attempts that a later attempt continues: a resumption names its paused attempt
+    in ``resumed_from``, and a retry (or a resumption) lists the attempt it follows last in
+    ``retry_history``. A retry that stood down (``not needed: ...``) continues nothing."""
+    out: set[int] = set()
+    for trial in trials:
+        if str(trial.user_attrs.get("fail_reason", "")).startswith("not needed"):
+            continue
+        if "resumed_from" in trial.user_attrs:
+            out.add(int(trial.user_attrs["resumed_from"]))
+        if trial.system_attrs.get("retry_history"):
+            out.add(int(trial.system_attrs["retry_history"][-1]))
+    return out
+
+
+def final_attempts(trials: list[Any]) -> dict[int, list[Any]]:
+    """Logical trial number -> its final attempts (those no later attempt continues, stood-down
+    retries aside): exactly one per logical trial when the budget is exact."""
+    continued = continued_attempts(trials)
+    out: dict[int, list[Any]] = defaultdict(list)
+    for trial in trials:
+        out.setdefault(logical(trial), [])
+        if trial.number not in continued and not str(trial.user_attrs.get("fail_reason", "")).startswith("not needed"):
+            out[logical(trial)].append(trial)
+    return out
+
+
+def assert_exact_logical_budget(trials: list[Any], budget: int) -> None:
+    """``assert_exact_budget`` for studies whose trials pause and resume (freeze-thaw): none left
+    RUNNING or WAITING, ``budget`` logical trials, each ending in exactly one final attempt that is
+    COMPLETE or PRUNED; a COMPLETE attempt is never continued, and a continued PRUNED one paused."""
+    assert [t.number for t in trials if t.state.name in ("RUNNING", "WAITING")] == []
+    finals = final_attempts(trials)
+    assert len(finals) == budget, sorted(finals)
+    for number, ends in finals.items():
+        assert len(ends) == 1, f"trial {number} ended {len(ends)} times: {[(t.number, t.state.name) for t in ends]}"
+        assert ends[0].state.name in ("COMPLETE", "PRUNED"), f"trial {number} ended {ends[0].state.name}"
+    continued = continued_attempts(trials)
+    for trial in trials:
+        if trial.number in continued:
+            assert trial.state.name != "COMPLETE", f"trial {trial.number} completed and was continued (finished twice)"
+            if trial.state.name == "PRUNED":
+                assert "paused_at" in trial.user_attrs, f"pruned trial {trial.number} was continued"
+
+
+def paused_now(trials: list[Any]) -> dict[int, Any]:
+    """Logical trial number -> its paused attempt that no attempt continues yet."""
+    continued = continued_attempts(trials)
+    return {logical(t): t for t in trials
+            if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in continued}  # fmt: skip
