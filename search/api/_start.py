@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage
 from search.api._enqueue import check_configuration, enqueue
+from search.api._follow import NOBODY_S, follow_until_done
 from search.api._open import check_reachable, locations
 from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.api._output import final_summary, watch_hints
@@ -223,11 +224,6 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet)
 
 
-NOBODY_S = 10.0
-"""How long a study without a running trial counts as trained by nobody (an idle worker elsewhere
-claims a queued trial within seconds)."""
-
-
 def _run_local(coordinator: Coordinator, loc: Locations, procs: list[Any], follow: Callable[[], None],
                follower: Any, restarts: Restarts) -> None:  # fmt: skip
     """Wait for the local workers (replacing those that die of a fault while the study is live, see
@@ -289,25 +285,6 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
         if _claimed(counts) - before >= len(procs) or counts.logical >= budget:
             return
         time.sleep(0.05)
-
-
-def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0,
-                      idle_limit: float | None = None) -> bool:  # fmt: skip
-    """Follow the study (reaping dead trials) until every logical trial of the budget has finished:
-    True. With ``idle_limit``, False once no trial has been running for that many seconds."""
-    study = coordinator.load()
-    busy = time.monotonic()
-    while True:
-        coordinator.reap(study)
-        counts = coordinator.counts()
-        follower()
-        if counts.done(coordinator.budget()) and study_finished(coordinator, study):
-            return True
-        if counts.state("RUNNING") > 0:
-            busy = time.monotonic()
-        elif idle_limit is not None and time.monotonic() - busy >= idle_limit:
-            return False
-        time.sleep(poll)
 
 
 def _finished(coordinator: Coordinator) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 
 import storage
 from search.coordination import RetryDeadTrial, queue_continuation
@@ -64,3 +65,21 @@ def test_status_counts_what_paused_trials_keep_on_disk(tmp_path):
     queue_continuation(rdb, study, study.get_trials()[2], {"resumed_from": 2})  # resumed: not paused any more
     coordinator = Coordinator(storage.sqlite_url(tmp_path / "optuna.db"), "s")
     assert paused_checkpoints(coordinator, tmp_path / "ckpt") == (1, 1000)
+
+
+@pytest.mark.timeout(30)  # before the fix it waited forever
+def test_search_start_stops_waiting_for_a_resumption_no_worker_takes(monkeypatch, caplog):
+    """All trials ended but a paused one the rule would resume, and no worker can (its checkpoint is
+    nowhere one looks): the follower ends the study after NOBODY_S instead of waiting forever."""
+    from types import SimpleNamespace
+
+    import search.api._follow as follow
+
+    done = SimpleNamespace(done=lambda budget: True, state=lambda name: 0)
+    coordinator = SimpleNamespace(load=lambda: None, reap=lambda study: [], counts=lambda: done, budget=lambda: 4)
+    monkeypatch.setattr(follow, "study_finished", lambda coordinator, study: False)
+    monkeypatch.setattr(follow, "NOBODY_S", 0.2)
+    assert follow.follow_until_done(coordinator, lambda: None, poll=0.05) is True
+    assert "no worker resumed it" in caplog.text
+    monkeypatch.setattr(follow, "study_finished", lambda coordinator, study: True)
+    assert follow.follow_until_done(coordinator, lambda: None, poll=0.05) is True  # at once
