@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from search.coordination._coordinator import Coordinator
 
 CHECK_EVERY_S = 2.0
+OBJECTIVE_ERROR_ATTR = "hpsearch.objective_error"
+"""Why a study's trials cannot be scored: an ``--objective`` or ``--constraint`` names a metric its
+trials do not record. Set by the first trial that finds it; the study takes no new trial."""
 
 
 @dataclass
@@ -73,3 +76,13 @@ def stop_new_trials(coordinator: Coordinator, reason: str) -> dict[str, Any]:
         coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)
         coordinator.storage.set_study_user_attr(study_id, BUDGET_ATTR, min(claimed, asked))
     return record
+
+
+def stop_for_objective_error(coordinator: Coordinator, reason: str) -> None:
+    """No new trial: its objectives or constraints name a metric the trials do not record (``reason``)."""
+    coordinator.storage.set_study_user_attr(coordinator.study_id(), OBJECTIVE_ERROR_ATTR, reason)
+    stop_new_trials(coordinator, reason)
+
+
+def objective_error(coordinator: Coordinator) -> str | None:
+    return coordinator.study_user_attrs().get(OBJECTIVE_ERROR_ATTR)
