@@ -106,7 +106,10 @@ def _short_name(metric: str) -> str:
 @option("--json", "as_json", is_flag=True, help="Print JSON.")
 @location_options
 def best(**kwargs: Any) -> None:
-    """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics."""
+    """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics.
+
+    The best trial is the study's --select among trials that meet its --constraints; a study of several
+    --objectives lists its Pareto front, the selected trial marked with *."""
     from search.api._open import open_existing_with_locations
     from search.api._results import best_trial
 
