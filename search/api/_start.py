@@ -208,7 +208,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         except BaseException:
             release_workers(procs, go=None)
             raise
-    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.maximize()[0])
+    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.maximize()[0],
+                     constrained=bool(prepared.record.constraints))  # fmt: skip
     follower = _Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:

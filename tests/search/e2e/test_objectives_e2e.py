@@ -56,6 +56,15 @@ def test_two_objectives_and_a_constraint_with_two_workers(cli, warm_cli, tmp_pat
     assert f"* trial {champion}: val_loss " in text and "trials meeting val_rmse<=1" in text
     assert f"champion trial {champion} (--select first): values" in proc.stdout
 
+    from search.coordination import Coordinator
+    from search.exceptions import SearchError
+    from search.tracking import pick_trial
+
+    coordinator = Coordinator(f"sqlite:///{tmp_path / '.search' / 'optuna.db'}", "sleep")
+    assert pick_trial(coordinator, None).number == champion  # what the retrain trains and registers
+    with pytest.raises(SearchError, match="^trial 0 does not meet the study's constraints"):
+        pick_trial(coordinator, 0)
+
     again = cli("start", *ARGS[:6], "--objective", "val_loss:min", "--trials", "8", "--workers", "0", cwd=tmp_path)
     assert again.returncode == 2 and again.stderr.count("\n") == 1
     assert "--objective val_loss:min differs from the study's stored objectives val_loss:min train_loss:min" in (
