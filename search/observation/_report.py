@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,8 +85,8 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
         Section("parallel", "Parallel coordinates",
                 f"One line per complete trial through its parameters, coloured by {metric}.",
                 vis.plot_parallel_coordinate(study, target=target, target_name=metric)),
-        importance_section(study, metric, target),
-        tables.slice_section(study, metric, complete, target),
+        importance_section(study, metric, _ranked(record) if target else None),
+        tables.slice_section(study, metric, complete, target, _ranked(record) if target else None),
         savings_section(trials, record.search_epochs, record.settings.pruner,
                         tables.seconds_saved(rows, record.search_epochs)),
         Section("failures", "Why trials failed", tables.failures_note(rows), html=tables.failures_table(rows)),
@@ -133,6 +134,12 @@ def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
     return fig
 
 
+def _ranked(record: StudyRecord) -> Any:
+    """The first objective as Optuna's importance evaluator (PED-ANOVA) ranks a target: low is good."""
+    sign = -1.0 if record.maximize()[0] else 1.0
+    return lambda t: sign * t.values[0]
+
+
 def importance_section(study: optuna.Study, metric: str, target: Any = None) -> Section:
     import optuna.visualization as vis
     from optuna.trial import TrialState
@@ -143,7 +150,9 @@ def importance_section(study: optuna.Study, metric: str, target: Any = None) -> 
         return Section("importance", title, f"Not enough complete trials to estimate importances yet "
                        f"({complete} complete, {MIN_TRIALS_FOR_IMPORTANCE} needed).")  # fmt: skip
     try:
-        figure = vis.plot_param_importances(study, target=target, target_name=metric)
+        with warnings.catch_warnings():  # that it ranks low values of a target first: _ranked does so
+            warnings.simplefilter("ignore", UserWarning)
+            figure = vis.plot_param_importances(study, target=target, target_name=metric)
     except (ValueError, RuntimeError) as exc:  # e.g. every trial has the same params
         return Section("importance", title, f"Importances could not be estimated: {exc}")
     return Section("importance", title,

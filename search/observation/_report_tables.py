@@ -4,6 +4,7 @@ failure reasons, the champion, time saved by pruning, and slice plots of the imp
 from __future__ import annotations
 
 import html
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -160,8 +161,10 @@ def champion_note(champion: Champion | None, best_trial: int | None) -> str:
             f"{metrics}." + (f" Exports: {exports}." if exports else ""))  # fmt: skip
 
 
-def slice_section(study: optuna.Study, metric: str, complete: int, target: Any = None) -> Section:
-    """Slice plots of the (up to three) most important parameters; of the first ones if too few trials."""
+def slice_section(study: optuna.Study, metric: str, complete: int, target: Any = None,
+                  ranked: Any = None) -> Section:  # fmt: skip
+    """Slice plots of the (up to three) most important parameters; of the first ones if too few trials.
+    ``target``: the value to plot (the first objective of several); ``ranked``: it, low is good."""
     import optuna.visualization as vis
 
     title = "Most important parameters"
@@ -173,7 +176,9 @@ def slice_section(study: optuna.Study, metric: str, complete: int, target: Any =
         try:
             from optuna.importance import get_param_importances
 
-            names = list(get_param_importances(study, target=target))
+            with warnings.catch_warnings():  # that PED-ANOVA ranks low target values first: ``ranked`` does
+                warnings.simplefilter("ignore", UserWarning)
+                names = list(get_param_importances(study, target=ranked))
             note = (f"{metric} against each of the {SLICE_PARAMS} most important parameters (fANOVA), one dot per "
                     "complete trial.")  # fmt: skip
         except (ValueError, RuntimeError):
