@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,25 +33,21 @@ def scored(ctx: WorkerContext, number: int, final: Mapping[str, float], best: fl
     """
     record = ctx.record
     goals, limits = record.goals(), record.limits()
-    names = [*(o.metric for o in goals), *(c.metric for c in limits)]
-    missing = missing_metrics(names, final, record.metric)
-    if pruned:  # its value is its last reported epoch's (Optuna's rule); constraints where measured
-        seen = {**final, record.metric: final.get(record.metric, float("nan"))}
-        if missing or not limits:
-            return None, {}, {}
-        cons = constraint_values(limits, seen, record.metric, seen[record.metric])
-        return None, {FEASIBLE_ATTR: all(v <= 0 for v in cons.values())}, _system(cons)
-    if missing:
+    missing = missing_metrics([*(o.metric for o in goals), *(c.metric for c in limits)], final, record.metric)
+    if missing and not pruned:
         reason = unknown_metric_message(missing, final, number)
         retrying(lambda: stop_for_objective_error(ctx.coordinator, reason), "stopping the study")
         raise ObjectiveMetricError(reason)
-    assert best is not None
-    values = objective_values(goals, final, record.metric, best)
-    if not limits:
-        return (values[0] if len(values) == 1 else values), {}, {}
-    cons = constraint_values(limits, final, record.metric, best)
-    return (values[0] if len(values) == 1 else values), {FEASIBLE_ATTR: all(v <= 0 for v in cons.values())}, \
-        _system(cons)  # fmt: skip
+    value: float | list[float] | None = None  # a pruned trial's: its last reported epoch's (Optuna's rule)
+    if best is not None:
+        values = objective_values(goals, final, record.metric, best)
+        value = values[0] if len(values) == 1 else values
+    # A pruned trial's constraints from its last epoch, where it measured them.
+    basis = best if best is not None else final.get(record.metric, math.nan)
+    cons = {} if missing else constraint_values(limits, final, record.metric, basis)
+    if not cons or any(math.isnan(v) for v in cons.values()):
+        return value, {}, {}
+    return value, {FEASIBLE_ATTR: all(v <= 0 for v in cons.values())}, _system(cons)
 
 
 def _system(cons: Mapping[str, float]) -> dict[str, float]:
