@@ -138,7 +138,8 @@ def finish_trial(
         if steps:
             store_steps(storage, session, trial_id, steps)
             frozen.intermediate_values = {**frozen.intermediate_values, **steps}
-        values = None if value is None else [float(v) for v in (value if isinstance(value, list | tuple) else [value])]
+        told = [value] if isinstance(value, int | float) else value  # one value, or one per objective
+        values = None if told is None else [float(v) for v in told]
         if state == TrialState.COMPLETE and (not values or any(math.isnan(v) for v in values)):
             raise ValueError(f"trial {frozen.number} cannot complete with the value {value!r}")
         if state == TrialState.PRUNED and frozen.last_step is not None:
