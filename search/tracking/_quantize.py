@@ -29,6 +29,8 @@ DEFAULT_TOLERANCE = 0.05
 higher came with the same predicted class on every test row (docs/experiments/2026-11-28-quantize.md)."""
 WARMUP_RUNS, TIMED_RUNS = 50, 500
 SCORE_BATCH = 1024
+"""Test rows per run when scoring. An int8 file's outputs depend on it a little: dynamic quantization
+scales the activations per input tensor, so a row's output depends on the rows batched with it."""
 
 
 @dataclass(frozen=True)
