@@ -18,7 +18,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("start", "enqueue", "status", "trials", "best", "retrain", "export", "report", "SearchOutcome")
+_API = ("start", "enqueue", "status", "trials", "best", "retrain", "export", "quantize", "report", "SearchOutcome")
 _ERRORS = ("SearchError", "TemporaryFailure")
 
 __all__ = [*_API, *_ERRORS, "__version__"]

@@ -95,6 +95,9 @@ class StudyData:
     ``nn.Sequential(preprocess, model)`` so they accept raw rows."""
     raw_example: np.ndarray | None = None
     """A few raw input rows, used as the MLflow input example / signature."""
+    raw_test: np.ndarray | None = None
+    """The test split's raw input rows, in ``test``'s order: what exported files (which include
+    ``preprocess``) take, so they can be scored on the test split. Not needed without ``preprocess``."""
     class_names: list[str] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
     """Shape facts the model needs (``n_features``, ``n_classes``, ``vocab_size`` ...)."""

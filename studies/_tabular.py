@@ -211,6 +211,7 @@ def classification_study_data(
         task=Classification(len(class_names)),
         preprocess=preprocess,
         raw_example=x[train_idx[:5]].copy(),
+        raw_test=x[test_idx].copy(),
         class_names=list(class_names),
         info={**info, **sizes},
     )

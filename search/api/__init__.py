@@ -1,7 +1,7 @@
 """The Python API under the ``search`` command line: each command is a call here.
 
 The public calls (:func:`start`, :func:`status`, :func:`trials`, :func:`best`, :func:`retrain`,
-:func:`export`, :func:`report`) are also ``search.start`` and so on. The building blocks of
+:func:`export`, :func:`quantize`, :func:`report`) are also ``search.start`` and so on. The building blocks of
 ``search start`` (:class:`StartOptions`, :func:`prepare`, :func:`create_or_resume`,
 :func:`resolve_locations`) are here for code that drives a study step by step. Imports stay light
 until a call needs them.
@@ -19,6 +19,7 @@ _LAZY = {
     "best": "search.api._library",
     "retrain": "search.api._library",
     "export": "search.api._library",
+    "quantize": "search.api._library",
     "report": "search.api._library",
     "StartOptions": "search.api._options",
     "PreparedStudy": "search.api._start",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas
 
     from search.observation import ReportResult, Snapshot
-    from search.tracking import Champion, RetrainResult
+    from search.tracking import Champion, QuantizeReport, RetrainResult
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,20 @@ def export(name: str, *, version: str | None = None, format: str = "onnx", outpu
 
     coordinator, loc = _open(name, where)
     return export_model_file(coordinator, loc, version, format, None if output is None else Path(output))[1]
+
+
+def quantize(name: str, *, version: str | None = None, output: str | Path | None = None,
+             tolerance: float | None = None, **where: Any) -> tuple[QuantizeReport, Path | None]:  # fmt: skip
+    """Export the champion's (or ``version``'s) ONNX file and an int8 copy beside it, measured against
+    it first (``search export --quantize int8``): the report, and the int8 file's path, None when the
+    study's test metric is worse than the float file's by more than ``tolerance`` (relative; None:
+    ``search.tracking.DEFAULT_TOLERANCE``, 5%)."""
+    from search.api._results import export_model_file, quantize_model_file
+    from search.tracking import DEFAULT_TOLERANCE
+
+    coordinator, loc = _open(name, where)
+    path = export_model_file(coordinator, loc, version, "onnx", None if output is None else Path(output))[1]
+    return quantize_model_file(coordinator, loc, path, DEFAULT_TOLERANCE if tolerance is None else tolerance)
 
 
 def report(name: str, output: str | Path | None = None, *, attach: bool = True, **where: Any) -> ReportResult:

@@ -11,6 +11,7 @@ from search.exceptions import SearchError
 if TYPE_CHECKING:
     from search.coordination import Coordinator
     from search.settings import Locations
+    from search.tracking import QuantizeReport
 
 
 def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
@@ -64,6 +65,44 @@ def export_model_file(coordinator: Coordinator, loc: Locations, version: str | N
     if output is None:  # name the default file after the version it holds
         path = path.rename(path.with_name(f"{name}-v{got}{path.suffix}"))
     return str(got), Path(path)
+
+
+def quantize_model_file(coordinator: Coordinator, loc: Locations, float_path: Path,
+                        tolerance: float) -> tuple[QuantizeReport, Path | None]:  # fmt: skip
+    """Quantize an exported ONNX file to int8 and measure both on the study's test split (the
+    split the champion was tested on, loaded as retraining loads it). The int8 file is written
+    beside it (``<name>.int8.onnx``) only when the study's metric stays within ``tolerance``
+    (relative); otherwise nothing is written and the report says why (``report.accepted``)."""
+    import shutil
+    import tempfile
+
+    from search.settings import load_study
+    from search.tracking import measure_quantized
+
+    record = coordinator.read_record()
+    data = load_study(record.study_ref, record.options, record.narrow).load_data()
+    target = float_path.with_name(f"{float_path.stem}.int8.onnx")
+    with tempfile.TemporaryDirectory(prefix="hpsearch-quantize-") as tmp:
+        candidate = Path(tmp) / target.name
+        report = measure_quantized(float_path, candidate, data, record.metric, record.direction, tolerance)
+        if not report.accepted:
+            return report, None
+        shutil.copyfile(candidate, target)
+    return report, target
+
+
+def champion_to_serve(coordinator: Coordinator, loc: Locations) -> tuple[str, str | None]:
+    """The champion's model URI, its version pinned (``models:/<study>/<version>``), and a request
+    body for it (the input example logged with it, as MLflow's server takes it; None without one)."""
+    from search.tracking import Tracker, read_champion, serving_example
+
+    tracker = Tracker(loc.tracking())
+    champion = read_champion(tracker, coordinator.study_name)
+    if champion is None:
+        raise SearchError(f"study {coordinator.study_name!r} has no registered champion to serve; "
+                          "`search retrain` registers one")  # fmt: skip
+    uri = f"models:/{champion.model_name}/{champion.version}"
+    return uri, serving_example(tracker, uri)
 
 
 def paused_checkpoints(coordinator: Coordinator, root: Path) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Subcommands that show a study to people: ``follow``, ``dashboard``, ``report`` and ``mlflow``.
+"""Subcommands that show a study to people: ``follow``, ``dashboard``, ``report``, ``mlflow`` and ``serve``.
 
 Each reads like the others in ``_commands``: resolve the study, do one thing, say where to look.
 """
@@ -124,3 +124,34 @@ def mlflow_ui(**kwargs: Any) -> None:
         return
     check_port_free(host, port)
     sys.exit(serve_mlflow(loc, fragment, host, port, announce))
+
+
+@cli.command()
+@find_study_options
+@host_option
+@option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True, help="Port to listen on.")
+@location_options
+def serve(**kwargs: Any) -> None:
+    """Serve the study's champion over HTTP with MLflow's model server, in the foreground.
+
+    The registered version the champion alias points at when the command starts is served
+    (``mlflow models serve --env-manager local``: in this Python environment, nothing installed).
+    POST rows of raw features to /invocations as {"inputs": [[...], ...]}; /ping answers when it is
+    up. Ctrl-C stops it. Its log is .search/logs/model-server.log (under --project-dir).
+    """
+    from search.api._open import open_existing_with_locations
+    from search.api._results import champion_to_serve
+    from search.observation import check_port_free, serve_model
+
+    host, port = kwargs.pop("host"), kwargs.pop("port")
+    coordinator, loc = open_existing_with_locations(kwargs)
+    model_uri, example = champion_to_serve(coordinator, loc)
+    check_port_free(host, port)
+
+    def announce(url: str) -> None:
+        click.echo(f"serving {model_uri} (champion of study {coordinator.study_name!r}) at {url}")
+        body = example or '{"inputs": [[...raw feature values...]]}'
+        click.echo(f"  curl {url}/invocations -H 'Content-Type: application/json' -d '{body}'")
+        click.echo(f"  log: {loc.project_dir / 'logs' / 'model-server.log'}\n(Ctrl-C to stop)")
+
+    sys.exit(serve_model(loc, model_uri, host, port, announce))

@@ -15,6 +15,7 @@ from search.observation._servers import (
     mlflow_server_env,
     serve_dashboard,
     serve_mlflow,
+    serve_model,
 )
 from search.observation._summary import overhead_stats, print_start_header, study_summary
 from search.observation._trials import (
@@ -56,6 +57,7 @@ __all__ = [
     "rows_to_json",
     "serve_dashboard",
     "serve_mlflow",
+    "serve_model",
     "snapshot",
     "sort_rows",
     "study_summary",

@@ -160,11 +160,35 @@ def serve_mlflow(loc: Locations, fragment: str, host: str, port: int, announce: 
             _stop_group(proc)
 
 
-def _wait_until_up(proc: subprocess.Popen[bytes], health: str, log_path: Path) -> None:
+def serve_model(loc: Locations, model_uri: str, host: str, port: int, announce: Callable[[str], None]) -> int:
+    """Run MLflow's model server (``mlflow models serve``) on ``model_uri`` until interrupted; its exit code.
+
+    ``--env-manager local``: the model runs in this Python environment (the one that trained it), no
+    conda or virtualenv is built. MLflow starts uvicorn from ``PATH``: this environment's scripts go first.
+    """
+    log_path = loc.project_dir / "logs" / "model-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "mlflow", "models", "serve", "--model-uri", model_uri, "--env-manager", "local",
+           "--host", host, "--port", str(port)]  # fmt: skip
+    env = {**os.environ, "MLFLOW_TRACKING_URI": loc.tracking_uri, "MLFLOW_REGISTRY_URI": loc.tracking_uri,
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # fmt: skip
+    with open(log_path, "ab") as log, _stop_on_sigterm():
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_until_up(proc, f"http://{url_host(host)}:{port}/ping", log_path, "mlflow models serve")
+            announce(f"http://{url_host(host)}:{port}")
+            return proc.wait()
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            _stop_group(proc)
+
+
+def _wait_until_up(proc: subprocess.Popen[bytes], health: str, log_path: Path, what: str = "mlflow server") -> None:
     deadline = time.monotonic() + MLFLOW_START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SearchError(f"mlflow server exited with code {proc.returncode}: {_last_line(log_path)} "
+            raise SearchError(f"{what} exited with code {proc.returncode}: {_last_line(log_path)} "
                               f"(see {log_path})")  # fmt: skip
         try:
             with urllib.request.urlopen(health, timeout=2) as response:
@@ -173,7 +197,7 @@ def _wait_until_up(proc: subprocess.Popen[bytes], health: str, log_path: Path) -
         except OSError:
             pass
         time.sleep(0.3)
-    raise SearchError(f"mlflow server did not answer within {MLFLOW_START_TIMEOUT_S:.0f} s (see {log_path})")
+    raise SearchError(f"{what} did not answer within {MLFLOW_START_TIMEOUT_S:.0f} s (see {log_path})")
 
 
 def _last_line(path: Path) -> str:

@@ -3,6 +3,7 @@
 from search.tracking._parent import open_parent_run, record_on_parent
 from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
 from search.tracking._profile import ProfileResult, profile_trial
+from search.tracking._quantize import DEFAULT_TOLERANCE, Measurement, QuantizeReport, measure_quantized
 from search.tracking._registry import (
     Champion,
     StudyRuns,
@@ -11,6 +12,7 @@ from search.tracking._registry import (
     model_versions,
     read_champion,
     retrained_version,
+    serving_example,
 )
 from search.tracking._retrain import (
     CHAMPION,
@@ -25,10 +27,13 @@ from search.tracking._tracker import ROLE_TAG, STATE_TAG, Tracker
 
 __all__ = [
     "CHAMPION",
+    "DEFAULT_TOLERANCE",
     "Champion",
     "FORMATS",
     "ExportCheck",
+    "Measurement",
     "ProfileResult",
+    "QuantizeReport",
     "ROLE_TAG",
     "STATE_TAG",
     "RetrainResult",
@@ -42,6 +47,7 @@ __all__ = [
     "find_study_runs",
     "import_mlflow",
     "log_portable",
+    "measure_quantized",
     "model_versions",
     "open_parent_run",
     "pick_trial",
@@ -50,5 +56,6 @@ __all__ = [
     "record_on_parent",
     "retrain_and_register",
     "retrained_version",
+    "serving_example",
     "RetrainProgress",
 ]

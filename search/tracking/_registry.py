@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from search.coordination import Coordinator
     from search.tracking._tracker import Tracker
 
+_PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 _PAGE = 5000
 """Runs per search request while listing a study's runs."""
 
@@ -124,3 +126,39 @@ def _run_ids(tracker: Tracker, experiment_id: str, filter_string: str | None) ->
         token = page.token
         if not token:
             return ids
+
+
+def serving_example(tracker: Tracker, model_uri: str, rows: int = 1) -> str | None:
+    """A request body for MLflow's model server: the first ``rows`` of the input example MLflow
+    logged with the model (``serving_input_example.json``); None when it logged none."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    name, version = model_uri.removeprefix("models:/").split("/", 1)
+    found = tracker.client.get_model_version(name, version)
+    source = str(found.source)
+    # MLflow 3 registers a logged model (source ``models:/m-<id>``, whose files live at its own
+    # artifact location); a version registered from a run's artifacts has them at its source.
+    model_id = found.model_id or (source.removeprefix("models:/") if source.startswith("models:/m-") else None)
+    location = tracker.client.get_logged_model(model_id).artifact_location if model_id else source
+    bar = os.environ.get(_PROGRESS_BAR)
+    os.environ[_PROGRESS_BAR] = "false"  # one small file: no progress bar on the terminal
+    try:
+        with tempfile.TemporaryDirectory(prefix="hpsearch-serve-") as tmp:
+            path = download_artifacts(f"{location}/serving_input_example.json", dst_path=tmp,
+                                      tracking_uri=tracker.location.tracking_uri)  # fmt: skip
+            body = json.loads(Path(path).read_text())
+    except (MlflowException, OSError, ValueError):
+        return None
+    finally:
+        if bar is None:
+            os.environ.pop(_PROGRESS_BAR, None)
+        else:
+            os.environ[_PROGRESS_BAR] = bar
+    if isinstance(body.get("inputs"), list):
+        body["inputs"] = body["inputs"][:rows]
+    return json.dumps(body, separators=(",", ":"))

@@ -65,7 +65,7 @@ def test_standardization_uses_training_rows_only(digits: Table) -> None:
     np.testing.assert_allclose(val.x.numpy(), expected_val, rtol=1e-5, atol=1e-5)
 
 
-def test_study_data_holds_model_ready_tensors_and_raw_example(digits: Table) -> None:
+def test_study_data_holds_model_ready_tensors_and_raw_rows(digits: Table) -> None:
     data = tabular_study_data(digits, seed=0)
     train, val, test = _splits(data)
     assert train.x.dtype == torch.float32 and train.y.dtype == torch.int64
@@ -78,6 +78,9 @@ def test_study_data_holds_model_ready_tensors_and_raw_example(digits: Table) -> 
     # The exported model's preprocess turns raw rows into exactly what training saw.
     processed = data.preprocess(torch.from_numpy(data.raw_example))
     torch.testing.assert_close(processed, train.x[:5])
+    # raw_test is the test split as exported files take it: row for row, what the test tensors hold.
+    assert data.raw_test is not None and data.raw_test.shape == (len(test), 64)
+    torch.testing.assert_close(data.preprocess(torch.from_numpy(data.raw_test)), test.x)
 
 
 def test_synthetic_data_is_seeded_and_balanced() -> None:

@@ -1,8 +1,16 @@
-"""A portable champion: ONNX and TorchScript files checked against PyTorch, logged, and written by `search export`."""
+"""A portable champion: ONNX and TorchScript files checked against PyTorch, logged, and written by `search export`;
+its int8 copy (`--quantize int8`), and the champion behind MLflow's model server (`search serve`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +105,141 @@ def test_export_of_a_missing_version_is_one_line(resmlp_champion, warm_cli):
     proc = warm_cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: registered model 'resmlp' has no version 7; run `search retrain`"
+
+
+def _reported(text: str) -> dict[str, dict[str, float]]:
+    """The float32 and int8 rows of `search export --quantize`'s table: size in bytes, metrics."""
+    lines = text.splitlines()
+    head = next(line.split() for line in lines if "latency/sample" in line)
+    rows = {}
+    for line in lines:
+        cells = line.split()
+        if line.startswith("  ") and cells[0] in ("float32", "int8"):
+            size = float(cells[1]) * {"kB": 1e3, "MB": 1e6}[cells[2]]
+            rows[cells[0]] = {"bytes": size, **dict(zip(head[2:], map(float, cells[5:]), strict=True))}
+    return rows
+
+
+def _test_split():
+    from search.settings import load_study
+    from search.tracking._quantize import raw_test_rows
+
+    data = load_study("resmlp", {"search_epochs": 1, "full_epochs": 2}).load_data()
+    return (*raw_test_rows(data), data.task)
+
+
+@pytest.mark.slow
+def test_export_quantize_reports_sizes_and_metrics_and_writes_an_int8_file_that_predicts(resmlp_champion, warm_cli):
+    from search.tracking._quantize import onnx_session, score
+
+    proc = warm_cli("export", "--study", "resmlp", "--quantize", "int8", "--quantize-tolerance", "1",
+                    "-o", "q/m.onnx", cwd=resmlp_champion, check=True)  # fmt: skip
+    float_file, int8_file = resmlp_champion / "q" / "m.onnx", resmlp_champion / "q" / "m.int8.onnx"
+    assert f"wrote {int8_file.relative_to(resmlp_champion)}" in proc.stdout
+    reported = _reported(proc.stdout)
+    for label, path in (("float32", float_file), ("int8", int8_file)):  # sizes to the printed precision
+        assert reported[label]["bytes"] == pytest.approx(path.stat().st_size, rel=0.01)
+    assert int8_file.stat().st_size < float_file.stat().st_size / 2
+
+    rows, targets, task = _test_split()  # the split the champion was tested on: its float metric agrees
+    registered = _champion_run(resmlp_champion).data.metrics["test_loss"]
+    assert reported["float32"]["test_loss"] == pytest.approx(registered, abs=1e-3)
+    session = onnx_session(int8_file)  # the int8 file loads, predicts, and its metrics are the ones printed
+    outputs = session.run(None, {"input": rows})[0]
+    for name, value in score(outputs, targets, task).items():
+        assert reported["int8"][name] == pytest.approx(value, abs=1e-4)
+    expected = _champion_predict(resmlp_champion, rows)
+    assert outputs.shape == expected.shape and not np.array_equal(outputs, expected)  # int8, not a float copy
+    assert (outputs.argmax(1) == expected.argmax(1)).mean() >= 0.9
+
+
+@pytest.mark.slow
+def test_export_quantize_refuses_int8_past_the_tolerance_and_writes_no_int8_file(resmlp_champion, warm_cli):
+    proc = warm_cli("export", "--study", "resmlp", "--quantize", "int8", "--quantize-tolerance", "-1",
+                    "-o", "r/m.onnx", cwd=resmlp_champion)  # fmt: skip
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()  # -1: int8 must beat float by 100%, which no loss can
+    assert line.startswith("error: int8 test_loss ") and "tolerance -100.00%: int8 refused" in line
+    assert set(_reported(proc.stdout)) == {"float32", "int8"}  # measured, and shown
+    assert (resmlp_champion / "r" / "m.onnx").stat().st_size > 0  # the float export stands
+    assert not (resmlp_champion / "r" / "m.int8.onnx").exists()
+    proc = warm_cli("export", "--study", "resmlp", "--format", "torchscript", "--quantize", "int8", cwd=resmlp_champion)
+    assert proc.returncode == 2 and "leave out --format torchscript" in proc.stderr
+
+
+def test_the_tolerance_is_relative_to_the_float_metric_in_the_study_direction():
+    from search.tracking._quantize import Measurement, QuantizeReport, relative_worsening
+
+    assert relative_worsening(0.50, 0.51, "minimize") == pytest.approx(0.02)
+    assert relative_worsening(0.90, 0.88, "maximize") == pytest.approx(0.02 / 0.9)
+    assert relative_worsening(0.90, 0.95, "maximize") < 0  # better
+    assert relative_worsening(0.0, 0.1, "minimize") == float("inf")
+
+    def report(int8_loss: float, tolerance: float) -> QuantizeReport:
+        return QuantizeReport("test_loss", "minimize", tolerance, Measurement(4000, 0.05, {"test_loss": 0.5}),
+                              Measurement(1000, 0.02, {"test_loss": int8_loss}), 10)  # fmt: skip
+
+    assert report(0.504, 0.01).accepted and not report(0.506, 0.01).accepted
+    assert not report(float("nan"), 0.01).accepted
+
+
+def _champion_run(project: Path):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{project / '.search' / 'mlflow.db'}"
+    client = MlflowClient(uri, uri)
+    return client.get_run(client.get_model_version_by_alias("resmlp", "champion").run_id)
+
+
+@pytest.mark.slow
+def test_search_serve_answers_an_http_request_with_the_champions_prediction(resmlp_champion):
+    from sklearn.datasets import load_digits
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_TRACKING", "MLFLOW_REGISTRY"))}
+    proc = subprocess.Popen([sys.executable, "-m", "search", "serve", "--study", "resmlp", "--port", str(port)],
+                            cwd=resmlp_champion, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    rows = load_digits(return_X_y=True)[0][:5].astype("float32")  # raw pixel rows
+    try:
+        deadline = time.monotonic() + 180
+        while not _answers(f"{url}/ping"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no /ping within 180 s"
+            time.sleep(0.5)
+        request = urllib.request.Request(f"{url}/invocations", json.dumps({"inputs": rows.tolist()}).encode(),
+                                         {"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=30) as response:
+            served = np.asarray(json.loads(response.read())["predictions"])
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, err = proc.communicate(timeout=60)
+    np.testing.assert_allclose(served, _champion_predict(resmlp_champion, rows), rtol=1e-5, atol=1e-5)
+    assert proc.returncode == 0, err
+    assert f"serving models:/resmlp/1 (champion of study 'resmlp') at {url}" in out
+    example = json.loads(out.split(" -d '", 1)[1].split("'", 1)[0])  # the curl line's body: a real row
+    assert np.asarray(example["inputs"]).shape == (1, 64)
+    assert not _answers(f"{url}/ping")  # the server went with it
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_serve_without_a_champion_or_study_is_one_line(sqlite_demo, warm_cli, tmp_path):
+    proc = warm_cli("serve", *sqlite_demo.flags(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: study 'demo' has no registered champion to serve; "
+                                   "`search retrain` registers one")  # fmt: skip
+    proc = warm_cli("serve", "--name", "nosuch", "--project-dir", str(sqlite_demo.project_dir), cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "nosuch" in proc.stderr
 
 
 def _study_module(name: str, options: dict[str, object]):
