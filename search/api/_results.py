@@ -72,7 +72,8 @@ def quantize_model_file(coordinator: Coordinator, loc: Locations, float_path: Pa
     """Quantize an exported ONNX file to int8 and measure both on the study's test split (the
     split the champion was tested on, loaded as retraining loads it). The int8 file is written
     beside it (``<name>.int8.onnx``) only when the study's metric stays within ``tolerance``
-    (relative); otherwise nothing is written and the report says why (``report.accepted``)."""
+    (relative); otherwise none is, an int8 file left there by an earlier export (of another float
+    file) is removed, and the report says why (``report.accepted``)."""
     import shutil
     import tempfile
 
@@ -86,6 +87,7 @@ def quantize_model_file(coordinator: Coordinator, loc: Locations, float_path: Pa
         candidate = Path(tmp) / target.name
         report = measure_quantized(float_path, candidate, data, record.metric, record.direction, tolerance)
         if not report.accepted:
+            target.unlink(missing_ok=True)
             return report, None
         shutil.copyfile(candidate, target)
     return report, target

@@ -155,6 +155,8 @@ def test_export_quantize_reports_sizes_and_metrics_and_writes_an_int8_file_that_
 
 @pytest.mark.slow
 def test_export_quantize_refuses_int8_past_the_tolerance_and_writes_no_int8_file(resmlp_champion, warm_cli):
+    (resmlp_champion / "r").mkdir(exist_ok=True)
+    (resmlp_champion / "r" / "m.int8.onnx").write_bytes(b"an earlier run's int8 file")  # of another float file
     proc = warm_cli("export", "--study", "resmlp", "--quantize", "int8", "--quantize-tolerance", "-1",
                     "-o", "r/m.onnx", cwd=resmlp_champion)  # fmt: skip
     assert proc.returncode == 2
@@ -162,7 +164,7 @@ def test_export_quantize_refuses_int8_past_the_tolerance_and_writes_no_int8_file
     assert line.startswith("error: int8 test_loss ") and "tolerance -100.00%: int8 refused" in line
     assert set(_reported(proc.stdout)) == {"float32", "int8"}  # measured, and shown
     assert (resmlp_champion / "r" / "m.onnx").stat().st_size > 0  # the float export stands
-    assert not (resmlp_champion / "r" / "m.int8.onnx").exists()
+    assert not (resmlp_champion / "r" / "m.int8.onnx").exists()  # nor is a stale one left beside it
     proc = warm_cli("export", "--study", "resmlp", "--format", "torchscript", "--quantize", "int8", cwd=resmlp_champion)
     assert proc.returncode == 2 and "leave out --format torchscript" in proc.stderr
 
