@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
-    """The best complete trial (value, params, epochs, MLflow run) and the champion, as ``search best
+    """The best complete trial (value, params, epochs, final metrics with its deployment metrics, MLflow
+    run) and the champion (its deployment metrics re-measured at full scale), as ``search best
     --json`` prints them; one line if the study has no complete trial yet."""
     from search.observation import trial_rows
     from search.tracking import Tracker, read_champion
@@ -29,10 +30,11 @@ def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
     return {
         "study": coordinator.study_name, "metric": record.metric, "direction": record.direction,
         "trial": top.number, "value": top.value, "params": top.params, "epochs": top.epochs,
-        "mlflow_run_id": top.mlflow_run_id,
+        "mlflow_run_id": top.mlflow_run_id, "metrics": top.metrics, "latency_batch": record.settings.latency_batch,
         "champion": None if champion is None else {
             "model": champion.model_name, "version": champion.version, "source_trial": champion.source_trial,
             "test_metrics": champion.test_metrics, "exports": champion.exports, "run_id": champion.run_id,
+            "deployment": champion.deployment,
             "uri": f"models:/{champion.model_name}@champion",
         },
     }  # fmt: skip

@@ -100,9 +100,11 @@ def _short_name(metric: str) -> str:
 @option("--json", "as_json", is_flag=True, help="Print JSON.")
 @location_options
 def best(**kwargs: Any) -> None:
-    """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics."""
+    """The best trial (value, params, epochs, MLflow run, deployment metrics) and the champion model: version,
+    test metrics and deployment metrics (params, FLOPs, latency, peak memory)."""
     from search.api._open import open_existing_with_locations
     from search.api._results import best_trial
+    from search.observation import deployment_text
 
     as_json = kwargs.pop("as_json")
     coordinator, loc = open_existing_with_locations(kwargs)
@@ -114,6 +116,8 @@ def best(**kwargs: Any) -> None:
                f"({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")  # fmt: skip
     for key, value in result["params"].items():
         click.echo(f"  {key} = {value}")
+    if deployment := deployment_text(result["metrics"], result["latency_batch"]):
+        click.echo(f"  deployment: {deployment}")
     champion = result["champion"]
     if champion is None:
         click.echo("champion: none registered yet (`search retrain`)")
@@ -121,6 +125,8 @@ def best(**kwargs: Any) -> None:
     metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion["test_metrics"].items()))
     click.echo(f"champion: {champion['model']} version {champion['version']} (retrained trial "
                f"{champion['source_trial']}): {metrics or 'no test metrics'}")  # fmt: skip
+    if deployment := deployment_text(champion["deployment"], result["latency_batch"]):
+        click.echo(f"  deployment: {deployment}")
     exports = ", ".join(f"{fmt} {'ok' if status == 'ok' else 'failed: ' + status}"
                         for fmt, status in sorted(champion["exports"].items()))  # fmt: skip
     click.echo(f"  exports: {exports or 'none'} (`search export --name {result['study']}` writes one)")

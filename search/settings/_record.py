@@ -44,6 +44,10 @@ class SearchSettings:
     """A trial ends, complete, once its metric has not improved for this many epochs: ``N``,
     ``auto`` (a fifth of the study's search epochs, at least 2: :func:`resolve_patience`) or ``off``.
     The default comes from ``benchmarks/bench_search.py`` (docs/search-strategy.md)."""
+    latency_batch: int = 64
+    """Rows of the batch at which every complete trial's inference latency per sample is measured
+    (``latency_ms_batch``, beside ``latency_ms`` at batch 1): one batch for the whole study, so trials
+    compare whatever batch size each trained with."""
 
 
 def parse_patience(value: object) -> str:
