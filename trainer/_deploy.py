@@ -29,7 +29,7 @@ from trainer._sharding import is_sharded
 
 WARMUP_RUNS = 3
 """Untimed forwards before each batch size's timed ones (allocator, kernel selection, caches)."""
-MIN_RUNS, MAX_RUNS = 5, 50
+MIN_RUNS, MAX_RUNS = 5, 25
 """Timed forwards per batch size: at least the first, at most the second, within ``budget_s``."""
 
 

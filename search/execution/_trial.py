@@ -175,7 +175,8 @@ def fit_or_start_over(fit: Any, config: Any, infra: Any, what: str) -> Any:
 
 def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, hook: PruningHook,
          progress: Progress | None = None, board: Any = None) -> tuple[Any, dict[str, float]]:  # fmt: skip
-    """The trial's fit, and its model's deployment metrics (``_deploy``; timed unless it was pruned)."""
+    """The trial's fit, and its model's deployment metrics (``search.tracking._deployment``: timed unless
+    it was pruned; the seconds that takes count in the trial's ``overhead_seconds``, being no training)."""
     import trainer
     from studies import study_infra
 

@@ -15,7 +15,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-LATENCY_BUDGET_S = 0.25
+LATENCY_BUDGET_S = 0.1
 """Seconds of timed forwards per batch size (after a few warm-up runs; at least 5 are timed)."""
 
 DEPLOYMENT_METRICS = ("params", "flops_per_sample", "latency_ms", "latency_ms_batch", "peak_memory_mb", "peak_rss_mb")

@@ -48,8 +48,9 @@ def test_exactly_the_budget_of_trials_finished_some_pruned(finished_search):
         assert final["params"] > 1000 and final["peak_rss_mb"] > 0 and "val_accuracy" in final
         timed = {"flops_per_sample", "latency_ms", "latency_ms_batch"}
         assert timed <= set(final) if t.state == TrialState.COMPLETE else not timed & set(final)
-        if t.state == TrialState.COMPLETE:
-            assert final["latency_ms_batch"] < final["latency_ms"] and final["flops_per_sample"] > final["params"]
+        if t.state == TrialState.COMPLETE:  # a forward is at least a multiply-add per weight
+            assert final["latency_ms"] > 0 and final["latency_ms_batch"] > 0
+            assert final["flops_per_sample"] > final["params"]
 
 
 def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
