@@ -23,14 +23,16 @@ _STATES = ("complete", "pruned", "fail", "running", "waiting")
 @option("--state", "states", multiple=True, type=click.Choice(_STATES, case_sensitive=False),
         help="Only trials in this state (repeatable).")  # fmt: skip
 @option("--sort", "sort_spec", metavar="KEY[:asc|desc]",
-        help="Order by value (the objective), duration, epochs or a final metric (val_accuracy, val_f1, ...), best "
-             "first: the objective's direction for value, ascending for duration, epochs and loss- or error-like "
-             "metrics, descending for the rest; :asc or :desc chooses. Trials without it come last.")  # fmt: skip
+        help="Order by value (the objective), duration, epochs or a final metric (val_accuracy, val_f1, latency_ms, "
+             "params, ...), best first: the objective's direction for value, ascending for duration, epochs, loss- "
+             "or error-like metrics and deployment costs, descending for the rest; :asc or :desc chooses. Trials "
+             "without it come last.")  # fmt: skip
 @option("--top", type=click.IntRange(min=1), metavar="N",
         help="Only the first N trials after sorting (by value when --sort is not given).")  # fmt: skip
 @location_options
 def trials(**kwargs: Any) -> None:
-    """Every trial of a study: number, state, value, its final metrics (each metric's last epoch),
+    """Every trial of a study: number, state, value, its final metrics (each metric's last epoch, then
+    what its model costs to deploy: params, flops_per_sample, latency_ms, latency_ms_batch, peak memory),
     params, epochs, duration, worker, host, retry of, fail reason and MLflow run id.
 
     Without --sort, trials are in number order: `search trials --sort val_accuracy --top 5` lists the

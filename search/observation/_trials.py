@@ -154,8 +154,8 @@ def metric_names(rows: list[TrialRow]) -> list[str]:
 
 def parse_sort(spec: str, rows: list[TrialRow], metric: str, direction: str) -> SortKey:
     """``NAME`` or ``NAME:asc|desc``. Without an order: the objective's direction for ``value`` (and
-    for the study's metric), ascending for duration, epochs and loss- or error-like metrics,
-    descending for the rest (accuracy, F1)."""
+    for the study's metric), ascending for duration, epochs, loss- or error-like metrics and
+    deployment costs (latency, params, FLOPs, memory), descending for the rest (accuracy, F1)."""
     from search.exceptions import SearchError
 
     name, _, order = spec.partition(":")
@@ -168,7 +168,7 @@ def parse_sort(spec: str, rows: list[TrialRow], metric: str, direction: str) -> 
         return SortKey(name, order == "desc")
     if name in ("value", metric):
         return SortKey(name, direction == "maximize")
-    lower = name in ("duration", "epochs") or any(word in name.lower() for word in _LOWER_IS_BETTER)  # and costs
+    lower = name in ("duration", "epochs") or any(word in name.lower() for word in _LOWER_IS_BETTER)
     return SortKey(name, not lower)
 
 
