@@ -52,6 +52,10 @@ class Strategy:
     """Always one worker, whatever the run's worker count (the sequential script)."""
     patience: str = "off"
     """``--patience``: end a trial as complete once its value has not improved for this many epochs."""
+    thaw: float = 0.0
+    """Once the trial budget is spent, continue to their last epoch the trials ``--patience`` ended
+    whose value is in this top fraction of the complete trials (best first), instead of starting new
+    trials: the compute patience saved, spent on the trials most likely to hold the best model."""
 
 
 @dataclass
@@ -127,6 +131,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     counter = 0
     used = finished = started = idle = 0
     best = math.inf
+    stopped: dict[int, tuple[Curve, int]] = {}  # number -> curve, last epoch: ended by --patience
+    thawed: set[int] = set()  # trial numbers being continued after the budget (not Optuna trials)
 
     def push(now: float, trial: Any, curve: Curve, epoch: int) -> None:
         nonlocal counter
@@ -153,10 +159,27 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         push(now, trial, curve, epoch + 1)
         return True
 
+    def thaw(now: float) -> bool:
+        """Continue the best trial --patience ended, if it is in the top ``strategy.thaw`` fraction."""
+        if not stopped:
+            return False
+        values = sorted(t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        cutoff = values[min(len(values), max(1, math.ceil(strategy.thaw * len(values)))) - 1]
+        number = min(stopped, key=lambda n: min(stopped[n][0].values[: stopped[n][1]]))
+        curve, epoch = stopped.pop(number)
+        if min(curve.values[:epoch]) > cutoff:
+            stopped.clear()  # the best of them is outside the top: so are the rest
+            return False
+        thawed.add(number)
+        push(now, number, curve, epoch + 1)
+        return True
+
     def start(now: float) -> bool:
         nonlocal started
         if pausing is not None and resume(now):
             return True
+        if strategy.thaw and started >= trials:
+            return thaw(now)
         if started >= trials and used >= epochs_budget:
             return False
         trial = study.ask(space)
@@ -169,6 +192,16 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     while queue:
         now, _, trial, curve, epoch = heapq.heappop(queue)
         used += 1
+        if isinstance(trial, int) and trial in thawed:  # a continuation after the budget: no pruner
+            if epoch < problem.epochs:
+                push(now, trial, curve, epoch + 1)
+                continue
+            best = min(best, min(curve.values))
+            trace.events.append(Event(now, used, finished, best))
+            idle += 1
+            while idle and start(now):
+                idle -= 1
+            continue
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
@@ -187,6 +220,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         else:
             value = min(curve.values[:epoch])
             study.tell(trial, value)
+            if stalled and strategy.thaw:
+                stopped[trial.number] = (curve, epoch)
             trace.curves.append(curve.values)  # the problem's whole curve, for its rank correlations
             best = min(best, value)
         if not resumed:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from search.settings import SearchSettings, parse_duration
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas
 
     from search.observation import ReportResult, Snapshot
@@ -40,16 +42,19 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
           retrain: bool = True, study_options: dict[str, Any] | None = None,
           narrow: dict[str, tuple[float, float]] | None = None, gpus: str | None = None,
           timeout: float | str | None = None, stop_at: float | None = None, grid: dict[str, list[Any]] | None = None,
-          quiet: bool = True, **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
+          quiet: bool = True, objectives: Sequence[str] = (), constraints: Sequence[str] = (),
+          **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
     """Create or resume a study, train ``trials`` trials with ``workers`` local worker processes,
     then retrain the best at full scale and register it, as ``search start`` does.
 
     Settings (``sampler``, ``pruner``, ``seed``, ``max_retries``, ``heartbeat_interval``,
-    ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``, ``latency_batch``) are those of
+    ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``, ``select``, ``latency_batch``) are those of
     :class:`search.settings.SearchSettings`; one left out keeps a resumed study's stored value.
     ``timeout`` (seconds, or ``"30m"``) and ``stop_at`` (a best value) end the search early: no new
     trial after them, as ``--timeout`` and ``--stop-at``. With ``sampler="grid"``, ``grid`` gives
-    parameters' values (``--grid``) and ``trials`` defaults to the grid's size. The rest of the
+    parameters' values (``--grid``) and ``trials`` defaults to the grid's size. ``objectives``
+    (``["val_loss:min", "val_accuracy:max"]``) and ``constraints`` (``["val_f1>=0.5"]``) are
+    ``--objective`` and ``--constraint`` (docs/objectives.md); ``select`` is a setting. The rest of the
     keywords say where the study lives (see the module's docstring).
 
     >>> import search
@@ -74,6 +79,7 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
                         study_options=dict(study_options or {}), retrain=retrain, quiet=quiet, gpus=gpus,
                         narrow={k: [float(v) for v in r] for k, r in (narrow or {}).items()},
                         explicit=frozenset(explicit), stop_at=stop_at, grid=dict(grid or {}),
+                        objectives=tuple(objectives), constraints=tuple(constraints),
                         timeout=None if timeout is None else parse_duration(timeout))  # fmt: skip
     check_flags(opts)
     local = start_workers(opts, debug=False)

@@ -21,7 +21,7 @@ from search.execution import (
     start_at_once,
     visible_gpus,
 )
-from search.settings import SearchSettings, check_study_name, is_grid, study_ref, validate
+from search.settings import SearchSettings, check_objective_flags, check_study_name, is_grid, study_ref, validate
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class StartOptions:
     """Configurations to try first (``--enqueue FILE``), queued as the study is created or resumed."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """With ``--sampler grid``: values of parameters (``--grid``); the others take their declared choices."""
+    objectives: tuple[str, ...] = ()
+    """``--objective METRIC:min|max`` texts, in order; none: the study's own metric (or a resumed study's)."""
+    constraints: tuple[str, ...] = ()
+    """``--constraint`` texts (``latency_ms<=2``); none: a resumed study keeps its own."""
     explicit: frozenset[str] | None = None
     """The settings (and ``study_options``) the user gave; the rest keep a resumed study's stored
     values. None: all of them (a caller in Python means every value it passes)."""
@@ -90,6 +94,7 @@ def check_flags(opts: StartOptions) -> None:
     if settings.latency_batch < 1:
         raise SearchError(f"--latency-batch must be a positive number of rows, got {settings.latency_batch}")
     validate(settings.sampler, settings.pruner)
+    check_objective_flags(opts.objectives, opts.constraints, settings.select, opts.stop_at)
     check_sharing(opts.workers_per_gpu, opts.gpu_memory_fraction)
     if opts.gpus is not None:
         parse_gpus(opts.gpus)  # before the study exists, so a typo creates nothing

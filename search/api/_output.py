@@ -7,6 +7,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from search.api._locations import MLFLOW_TRACKING_ENV
+from search.coordination import objective_error
+from search.exceptions import SearchError
 from search.observation import RetrainView, study_summary
 from search.settings import ENV_PROJECT, ENV_STORAGE, ENV_TRACKING
 from search.tracking import Tracker, read_champion, record_on_parent, retrain_and_register, retrained_version
@@ -21,6 +23,9 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
                   already_finished: bool = False) -> int:  # fmt: skip
     """Print the outcome; retrain and register the best trial unless told not to, or unless the study
     was ``already_finished`` and a retrain of it registered a version already (then show the champion)."""
+    if (error := objective_error(coordinator)) is not None:  # every trial would have failed the same way
+        raise SearchError(f"study {coordinator.study_name!r} stopped: {error}; start a new study (--name) with "
+                          "metrics its trials record")  # fmt: skip
     summary = study_summary(coordinator)
     record_on_parent(coordinator, loc, summary, finished=summary["finished"] >= summary["budget"])
     print(f"\nstudy {coordinator.study_name!r}: {summary['finished']}/{summary['budget']} trials finished "
@@ -36,8 +41,17 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
         rung = summary["first_rung"]
         print(f"  pruned from epoch {rung['epoch']}: the first whose values ranked {rung['trials']} complete trials "
               f"like their final values (Spearman {rung['spearman']:.2f})")  # fmt: skip
-    if "best_trial" in summary:
+    if summary.get("no_feasible_trial"):
+        print(f"  no complete trial meets the constraints ({', '.join(coordinator.read_record().constraints)}): "
+              "nothing to retrain")  # fmt: skip
+    if "best_values" in summary:
+        values = ", ".join(f"{v:.5g}" for v in summary["best_values"])
+        front = ", ".join(map(str, summary["pareto_front"]))
+        print(f"  champion trial {summary['best_trial']} (--select {summary['select']}): values {values}; Pareto "
+              f"front: trials {front}")  # fmt: skip
+    elif "best_trial" in summary:
         print(f"  best trial {summary['best_trial']}: value {summary['best_value']:.5g}")
+    if "best_trial" in summary:
         for key, value in summary["best_params"].items():
             print(f"    {key} = {value}")
     if "overhead_mean_fraction" in summary:

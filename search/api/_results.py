@@ -14,23 +14,36 @@ if TYPE_CHECKING:
 
 
 def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
-    """The best complete trial (value, params, epochs, final metrics with its deployment metrics, MLflow
-    run) and the champion (its deployment metrics re-measured at full scale), as ``search best
-    --json`` prints them; one line if the study has no complete trial yet."""
+    """The champion trial (value, params, epochs, final metrics with its deployment metrics, MLflow run)
+    as the study's ``--select`` picks it among trials that meet its constraints, the Pareto front of a
+    multi-objective study, and the registered champion model (its deployment metrics re-measured at
+    full scale), as ``search best --json`` prints them; one line if no trial qualifies."""
     from search.observation import trial_rows
+    from search.settings import Candidate, pareto_front, select
     from search.tracking import Tracker, read_champion
 
     record = coordinator.read_record()
-    complete = [r for r in trial_rows(coordinator, ("COMPLETE",)) if r.value is not None]
+    complete = [r for r in trial_rows(coordinator, ("COMPLETE",)) if r.values]
     if not complete:
         raise SearchError(f"study {coordinator.study_name!r} has no complete trial yet")
-    pick = min if record.direction == "minimize" else max
-    top = pick(complete, key=lambda r: float(r.value))  # type: ignore[arg-type]
+    rows = {r.number: r for r in complete}
+    found = [Candidate(r.number, tuple(r.values or ()), r.feasible is not False) for r in complete]
+    chosen = select(found, record.maximize(), record.settings.select)
+    if chosen is None:
+        raise SearchError(f"no complete trial of study {coordinator.study_name!r} meets its constraints "
+                          f"({', '.join(record.constraints)})")  # fmt: skip
+    top = rows[chosen.number]
+    front = pareto_front(found, record.maximize()) if len(record.goals()) > 1 else []
     champion = read_champion(Tracker(loc.tracking()), coordinator.study_name)
     return {
-        "study": coordinator.study_name, "metric": record.metric, "direction": record.direction,
-        "trial": top.number, "value": top.value, "params": top.params, "epochs": top.epochs,
-        "mlflow_run_id": top.mlflow_run_id, "metrics": top.metrics, "latency_batch": record.settings.latency_batch,
+        "study": coordinator.study_name, "metric": record.goals()[0].metric, "direction": record.goals()[0].direction,
+        "objectives": [{"metric": o.metric, "direction": o.direction} for o in record.goals()],
+        "constraints": record.constraints, "select": record.settings.select,
+        "trial": top.number, "value": top.value, "values": top.values, "feasible": top.feasible,
+        "params": top.params, "epochs": top.epochs, "mlflow_run_id": top.mlflow_run_id,
+        "metrics": top.metrics, "latency_batch": record.settings.latency_batch,
+        "pareto_front": [{"trial": c.number, "values": list(c.values), "params": rows[c.number].params,
+                          "champion": c.number == top.number} for c in front],
         "champion": None if champion is None else {
             "model": champion.model_name, "version": champion.version, "source_trial": champion.source_trial,
             "test_metrics": champion.test_metrics, "exports": champion.exports, "run_id": champion.run_id,

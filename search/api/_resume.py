@@ -14,7 +14,8 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING
 
 import storage
-from search.coordination import Coordinator
+from search.api._objectives import reconcile_objectives
+from search.coordination import Coordinator, objective_error
 from search.exceptions import StudyMismatchError
 from search.settings import (
     SearchSettings,
@@ -55,6 +56,9 @@ def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, li
     coordinator = Coordinator(loc.storage_url, name)
     if not coordinator.exists():
         return opts, []
+    if (error := objective_error(coordinator)) is not None:
+        raise StudyMismatchError(f"study {name!r} stopped: {error}; start a new study (--name) with metrics its "
+                                 "trials record")  # fmt: skip
     return reconcile(opts, coordinator.read_record(), coordinator.budget())
 
 
@@ -98,6 +102,7 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
     if stored.grid and grid_differences(stored.grid, grid):
         raise StudyMismatchError(f"--grid differs from the study's stored grid ({grid_differences(stored.grid, grid)})"
                                  f"{_HINT}")  # fmt: skip
+    opts = reconcile_objectives(opts, stored)
     return replace(opts, trials=trials, settings=SearchSettings(**values), study_options=stored.options,
                    narrow=stored.narrow, grid=grid), lines  # fmt: skip
 

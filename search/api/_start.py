@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import storage
 from search.api._enqueue import check_configuration, enqueue
 from search.api._follow import NOBODY_S, follow_until_done
+from search.api._objectives import with_objectives
 from search.api._open import check_reachable, locations
 from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.api._output import final_summary, watch_hints
@@ -92,7 +93,8 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         study_ref=ref, metric=study.metric, direction=study.direction, search_epochs=study.search_fidelity.epochs,
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
-    parse_pruner(settings.pruner).check_study(study, record.space)  # e.g. pbt: the study's mutable parameters
+    record = with_objectives(record, opts)  # its pruner: none, unless it prunes on the study's own curve
+    parse_pruner(record.settings.pruner).check_study(study, record.space)  # e.g. pbt: the study's mutable parameters
     known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
                   for i, c in enumerate(opts.enqueue))  # fmt: skip
     if is_grid(settings.sampler):
@@ -206,7 +208,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         except BaseException:
             release_workers(procs, go=None)
             raise
-    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.direction == "maximize")
+    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.maximize()[0],
+                     constrained=bool(prepared.record.constraints))  # fmt: skip
     follower = _Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:

@@ -49,7 +49,9 @@ def trials(**kwargs: Any) -> None:
     rows = trial_rows(coordinator, tuple(s.upper() for s in states) or None)
     if sort_spec or top:
         record = coordinator.read_record()
-        rows = sort_rows(rows, parse_sort(sort_spec or "value", rows, record.metric, record.direction), top)
+        rows = sort_rows(
+            rows, parse_sort(sort_spec or "value", rows, record.goals()[0].metric, record.goals()[0].direction), top
+        )
     if as_json:
         click.echo(rows_to_json(rows))
     elif as_csv:
@@ -66,7 +68,9 @@ def _table(rows: list[Any]) -> list[str]:
 
     metrics = metric_names(rows)
     short = [_short_name(m) for m in metrics]
-    header = ("#", "state", "value", *short, "epochs", "time", "worker", "retry of", "params / reason")
+    feasible = any(r.feasible is not None for r in rows)  # a study with --constraint
+    header = ("#", "state", "value", *(("feasible",) if feasible else ()), *short, "epochs", "time", "worker",
+              "retry of", "params / reason")  # fmt: skip
     lines = [header]
     for r in rows:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
@@ -83,7 +87,9 @@ def _table(rows: list[Any]) -> list[str]:
         if r.state == "WAITING":  # a queued retry: where it resumes is known once its checkpoint is read
             epochs = "-"
         values = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
-        lines.append((str(r.number), state, "-" if r.value is None else f"{r.value:.5g}", *values, epochs,
+        value = "-" if r.values is None else "/".join(f"{v:.5g}" for v in r.values)  # several: one per objective
+        ok = (("-" if r.feasible is None else "yes" if r.feasible else "no"),) if feasible else ()
+        lines.append((str(r.number), state, value, *ok, *values, epochs,
                       "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
                       "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
@@ -103,7 +109,10 @@ def _short_name(metric: str) -> str:
 @location_options
 def best(**kwargs: Any) -> None:
     """The best trial (value, params, epochs, MLflow run, deployment metrics) and the champion model: version,
-    test metrics and deployment metrics (params, FLOPs, latency, peak memory)."""
+    test metrics and deployment metrics (params, FLOPs, latency, peak memory).
+
+    The best trial is the study's --select among trials that meet its --constraints; a study of several
+    --objectives lists its Pareto front, the selected trial marked with *."""
     from search.api._open import open_existing_with_locations
     from search.api._results import best_trial
     from search.observation import deployment_text
@@ -114,8 +123,13 @@ def best(**kwargs: Any) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"best trial {result['trial']} of {result['study']!r}: {result['metric']} {result['value']:.5g} "
-               f"({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")  # fmt: skip
+    if result["pareto_front"]:
+        click.echo("\n".join(_front(result)))
+    else:
+        click.echo(f"best trial {result['trial']} of {result['study']!r}: {result['metric']} {result['value']:.5g} "
+                   f"({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")  # fmt: skip
+    if result["constraints"]:
+        click.echo(f"  meets {', '.join(result['constraints'])}")
     for key, value in result["params"].items():
         click.echo(f"  {key} = {value}")
     if deployment := deployment_text(result["metrics"], result["latency_batch"]):
@@ -132,6 +146,19 @@ def best(**kwargs: Any) -> None:
     exports = ", ".join(f"{fmt} {'ok' if status == 'ok' else 'failed: ' + status}"
                         for fmt, status in sorted(champion["exports"].items()))  # fmt: skip
     click.echo(f"  exports: {exports or 'none'} (`search export --name {result['study']}` writes one)")
+
+
+def _front(result: dict[str, Any]) -> list[str]:
+    """A multi-objective study's Pareto front, one trial a line, the champion marked with ``*``."""
+    names = [o["metric"] for o in result["objectives"]]
+    goals = ", ".join(f"{o['direction']} {o['metric']}" for o in result["objectives"])
+    kept = f"; trials meeting {', '.join(result['constraints'])}" if result["constraints"] else ""
+    lines = [f"Pareto front of {result['study']!r} ({goals}{kept}); * the champion (--select {result['select']}):"]
+    for point in result["pareto_front"]:
+        values = ", ".join(f"{n} {v:.5g}" for n, v in zip(names, point["values"], strict=True))
+        lines.append(f"{'*' if point['champion'] else ' '} trial {point['trial']}: {values}")
+    lines.append(f"champion trial {result['trial']} ({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")
+    return lines
 
 
 @cli.command()

@@ -21,7 +21,7 @@ from search.cli._options import (
     study_options_option,
     tensorboard_option,
 )
-from search.settings import PRUNERS, SAMPLERS, SearchSettings
+from search.settings import PRUNERS, SAMPLERS, SELECT_RULES, SearchSettings
 
 _defaults = SearchSettings()
 
@@ -47,6 +47,10 @@ _settings_options = stack(
     option("--latency-batch", type=int, default=_defaults.latency_batch, metavar="ROWS",
            help="The batch at which each complete trial's inference latency per sample is measured "
                 "(latency_ms_batch; latency_ms is at batch 1)."),
+    option("--select", type=click.Choice(SELECT_RULES, case_sensitive=False), default=_defaults.select,
+           help="Which trial is the champion: first, the best first --objective among trials that meet every "
+                "--constraint; knee, the Pareto front's trial nearest the best of every objective at once "
+                "(docs/objectives.md)."),
 )  # fmt: skip
 """The flags stored with a new study as its :class:`~search.settings.SearchSettings`."""
 
@@ -93,6 +97,13 @@ _settings_options = stack(
         help="With --sampler grid: the values of a parameter (repeatable; needed for continuous ones). Categorical "
              "parameters take all their choices, integer ones their whole range when it has at most 32 values; "
              "each point runs once, in an order fixed by --seed.")  # fmt: skip
+@option("--objective", "objectives", multiple=True, metavar="METRIC:min|max",
+        help="What the search optimises: any final metric of a trial (val_loss, val_accuracy, ...; repeatable for "
+             "several objectives and a Pareto front) [the study's own, val_loss:min]. Only the study's own "
+             "metric is pruned on; other objectives search with --pruner none (docs/objectives.md).")  # fmt: skip
+@option("--constraint", "constraints", multiple=True, metavar="METRIC<=BOUND|METRIC>=BOUND",
+        help="A bound a trial's final metric must meet to count (repeatable), e.g. 'latency_ms<=2'; infeasible "
+             "trials stay in the study, steer TPE, NSGA-II and GP away, and are never the champion.")  # fmt: skip
 @study_options_option
 @option("--narrow", multiple=True, metavar="NAME=LOW:HIGH",
         help="Search a numeric parameter in a narrower range than the study declares, e.g. lr=1e-4:3e-3 "
@@ -137,7 +148,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
         workers_per_gpu=kwargs.pop("workers_per_gpu"), gpu_memory_fraction=kwargs.pop("gpu_memory_fraction"),
         narrow=narrow, grid=grid, explicit=frozenset(given), timeout=kwargs.pop("timeout"),
-        stop_at=kwargs.pop("stop_at"),
+        stop_at=kwargs.pop("stop_at"), objectives=tuple(kwargs.pop("objectives")),
+        constraints=tuple(kwargs.pop("constraints")),
     )  # fmt: skip
     check_flags(opts)
     stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does

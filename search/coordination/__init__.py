@@ -29,7 +29,13 @@ from search.coordination._resilience import (
     retrying,
     set_outage_limit,
 )
-from search.coordination._stopping import EarlyStop, best_value, stop_new_trials
+from search.coordination._stopping import (
+    EarlyStop,
+    best_value,
+    objective_error,
+    stop_for_objective_error,
+    stop_new_trials,
+)
 
 __all__ = [
     "BUDGET_ATTR",
@@ -44,6 +50,8 @@ __all__ = [
     "STOPPED_ATTR",
     "EarlyStop",
     "best_value",
+    "objective_error",
+    "stop_for_objective_error",
     "stop_new_trials",
     "study_finished",
     "queue_continuation",

@@ -17,7 +17,7 @@ from search.coordination._paused import resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
-from search.settings import StudyRecord, make_pruner, make_sampler, space_differences
+from search.settings import StudyRecord, describe_objectives, make_pruner, make_sampler, space_differences
 
 if TYPE_CHECKING:
     import optuna
@@ -114,9 +114,9 @@ class Coordinator:
             study.set_user_attr(STOPPED_ATTR, None)  # a new run of the search: its own limits
             return study, False
         self.apply(record)
-        direction = optuna.study.StudyDirection[record.direction.upper()]
+        directions = [optuna.study.StudyDirection[o.direction.upper()] for o in record.goals()]
         study = optuna.create_study(
-            storage=self.storage, study_name=self.study_name, direction=direction,
+            storage=self.storage, study_name=self.study_name, directions=directions,
             sampler=self._sampler(record, 0), pruner=self._pruner(record),
         )  # fmt: skip
         try:
@@ -170,10 +170,10 @@ class Coordinator:
 
     def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
         hint = "; choose another --name for a new study"
-        if old.direction != new.direction or old.metric != new.metric:
+        if old.goals() != new.goals() or old.constraints != new.constraints or old.metric != new.metric:
             raise StudyMismatchError(
-                f"study {self.study_name!r} exists with {old.direction} {old.metric}, "
-                f"not {new.direction} {new.metric}{hint}"
+                f"study {self.study_name!r} exists with {describe_objectives(old.goals(), old.limits())}, "
+                f"not {describe_objectives(new.goals(), new.limits())}{hint}"
             )
         diff = space_differences(old.space, new.space)
         if diff:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from search.coordination._coordinator import Coordinator
 
 CHECK_EVERY_S = 2.0
+OBJECTIVE_ERROR_ATTR = "hpsearch.objective_error"
+"""Why a study's trials cannot be scored: an ``--objective`` or ``--constraint`` names a metric its
+trials do not record. Set by the first trial that finds it; the study takes no new trial."""
 
 
 @dataclass
@@ -30,6 +33,8 @@ class EarlyStop:
     timeout_s: float | None = None
     target: float | None = None
     maximize: bool = False
+    constrained: bool = False
+    """Whether the study has ``--constraint``s: only trials that meet them count for ``--stop-at``."""
     started: float = field(default_factory=time.monotonic)
     stopped: str | None = None
     _next: float = 0.0
@@ -49,14 +54,21 @@ class EarlyStop:
             return f"--timeout {self.timeout_s:g} s passed"
         if self.target is None:
             return None
-        best = best_value(self.coordinator)
+        best = best_value(self.coordinator, self.constrained, self.maximize)
         if best is not None and (best >= self.target if self.maximize else best <= self.target):
             return f"--stop-at {self.target:g} reached (best {best:.5g})"
         return None
 
 
-def best_value(coordinator: Coordinator) -> float | None:
-    """The best complete trial's value, read now; None before one completes."""
+def best_value(coordinator: Coordinator, constrained: bool = False, maximize: bool = False) -> float | None:
+    """The best complete trial's value (of those that meet the constraints), read now; None before one completes."""
+    if constrained:
+        from optuna.trial import TrialState
+
+        complete = (TrialState.COMPLETE,)
+        trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False, states=complete)
+        values = [t.values[0] for t in trials if t.values and all(c <= 0 for c in t.constraints.values())]
+        return (max if maximize else min)(values) if values else None
     try:
         value = coordinator.storage.get_best_trial(coordinator.study_id()).value
     except ValueError:  # no complete trial yet
@@ -73,3 +85,13 @@ def stop_new_trials(coordinator: Coordinator, reason: str) -> dict[str, Any]:
         coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)
         coordinator.storage.set_study_user_attr(study_id, BUDGET_ATTR, min(claimed, asked))
     return record
+
+
+def stop_for_objective_error(coordinator: Coordinator, reason: str) -> None:
+    """No new trial: its objectives or constraints name a metric the trials do not record (``reason``)."""
+    coordinator.storage.set_study_user_attr(coordinator.study_id(), OBJECTIVE_ERROR_ATTR, reason)
+    stop_new_trials(coordinator, reason)
+
+
+def objective_error(coordinator: Coordinator) -> str | None:
+    return coordinator.study_user_attrs().get(OBJECTIVE_ERROR_ATTR)

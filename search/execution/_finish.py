@@ -15,6 +15,7 @@ from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._exploit import replace_trial
 from search.execution._machine import ENV_GPU_MEMORY_FRACTION
 from search.execution._metrics import best_value, final_metrics, speed_attrs
+from search.execution._objectives import scored
 from search.settings import PAUSED_AT_ATTR, exploiting_spec, pausing_spec
 from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
 
@@ -47,7 +48,10 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
     replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
     replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
-    value = None if pruned else best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
+    best = None if pruned else best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
+    # The objectives' and constraints' values (deployment metrics included): before the run is finished.
+    final = final_metrics(result.history) | dict(deployment or {})
+    value, scores, constraints = scored(ctx, trial.number, final, best, pruned)
     state = "PAUSED" if paused else "REPLACED" if replaced else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
     if pruned:
@@ -83,20 +87,19 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         attrs["exploited_at"] = hook.pruned_epoch
     if getattr(result, "mutations", None):  # what a replaced trial's continuation changed, and when
         attrs["mutations"] = [m.to_dict() for m in result.mutations]
-    attrs |= speed_attrs(result.history)
-    if final := final_metrics(result.history) | dict(deployment or {}):
-        attrs["final_metrics"] = final
-    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored)
-    return TrialOutcome(trial.number, state, value, result.fit_seconds, wall)
+    attrs |= speed_attrs(result.history) | ({"final_metrics": final} if final else {}) | scores
+    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored,
+          system=constraints)  # fmt: skip
+    return TrialOutcome(trial.number, state, value[0] if isinstance(value, list) else value, result.fit_seconds, wall)
 
 
 def _record_attrs(ctx: WorkerContext, trial: optuna.trial.Trial, attrs: Mapping[str, Any]) -> None:
     retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial_id(trial), attrs), f"recording trial {trial.number}")
 
 
-def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | None = None,
-          reason: str | None = None, attrs: Mapping[str, Any] | None = None,
-          steps: Mapping[int, float] | None = None) -> None:  # fmt: skip
+def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: float | list[float] | None = None,
+          reason: str | None = None, attrs: Mapping[str, Any] | None = None, steps: Mapping[int, float] | None = None,
+          system: Mapping[str, float] | None = None) -> None:  # fmt: skip
     """Tell the final state (and write ``attrs``, and the reported values not stored yet, ``steps``)
     exactly once, even when the reply to a committed tell was lost: what Optuna's ``tell`` does, in
     one transaction (``storage.finish_trial``).
@@ -111,7 +114,8 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
 
     def tell() -> Any:
         set_cached_trials(study, None)  # as tell: Optuna's cache holds within a trial only
-        return finish_trial(ctx.coordinator.storage, trial_id(trial), state, value, attrs or {}, after_trial, steps)
+        return finish_trial(ctx.coordinator.storage, trial_id(trial), state, value, attrs or {}, after_trial, steps,
+                            system)  # fmt: skip
 
     # Found finished: by this very write whose reply was lost (the same state), or by another process.
     found = retrying(tell, f"finishing trial {trial.number}")

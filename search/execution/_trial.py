@@ -80,7 +80,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
                 outcome = requeue(ctx, trial, run, f"worker's machine: {broken}", started, free=True)
         finally:
             if board is not None:
-                _close_board(board, ctx.record.metric, outcome)
+                # Its hparams metric is the per-epoch one: the trial's value only when that is the objective.
+                _close_board(board, ctx.record.metric, outcome, valued=not ctx.record.objectives)
     if broken is not None:
         raise EnvironmentFailure(f"{broken} in trial {trial.number}, which is requeued; this worker stops")
     # A retry resumes from these checkpoints, as does a paused trial once a worker resumes it.
@@ -146,10 +147,10 @@ def _board(ctx: WorkerContext, trial: optuna.trial.Trial) -> Any:
     return trainer.TensorBoardSink(log_dir, metrics=(ctx.record.metric,))
 
 
-def _close_board(board: Any, metric: str, outcome: TrialOutcome | None) -> None:
+def _close_board(board: Any, metric: str, outcome: TrialOutcome | None, valued: bool = True) -> None:
     """End the trial's TensorBoard run with its state; a failure here never fails the trial."""
     status = {"COMPLETE": "success", "PRUNED": "success", "FAIL": "failure"}.get(outcome.state if outcome else "")
-    final = {metric: outcome.value} if outcome is not None and outcome.value is not None else {}
+    final = {metric: outcome.value} if valued and outcome is not None and outcome.value is not None else {}
     try:
         board.close(status or "unknown", final)
     except Exception as exc:  # noqa: BLE001

@@ -121,7 +121,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         trials = trials_seen.refresh()
     else:
         trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
-    best = _best(trials, record.direction)
+    best = _best(trials, record)
     budget = coordinator.budget()
     finished = counts.finished_logical
     active = counts.state("RUNNING") + counts.state("WAITING") > 0
@@ -134,11 +134,11 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         for t in trials if t.state == TrialState.RUNNING
     ]  # fmt: skip
     return Snapshot(
-        study=coordinator.study_name, metric=record.metric, direction=record.direction,
+        study=coordinator.study_name, metric=record.goals()[0].metric, direction=record.goals()[0].direction,
         search_epochs=record.search_epochs, budget=budget, finished=finished,
         running=counts.state("RUNNING"), waiting=counts.state("WAITING"), complete=counts.state("COMPLETE"),
         pruned=counts.pruned, failed=counts.failed, retried=counts.retries, paused=counts.paused,
-        best_value=None if best is None else best.value,
+        best_value=None if best is None else best.values[0],
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
         recent_failures=_recent_failures(trials), grid=record.grid,
@@ -157,14 +157,12 @@ def _recent_failures(trials: list[FrozenTrial]) -> list[tuple[int, str]]:
             for t in failed[-RECENT_FAILURES:]]  # fmt: skip
 
 
-def _best(trials: list[FrozenTrial], direction: str) -> FrozenTrial | None:
-    from optuna.trial import TrialState
+def _best(trials: list[FrozenTrial], record: StudyRecord) -> FrozenTrial | None:
+    """The champion as the study selects it (``--select``, among trials that meet its constraints)."""
+    from search.settings import champion_number
 
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    if not complete:
-        return None
-    pick = min if direction == "minimize" else max
-    return pick(complete, key=lambda t: float(t.value))  # type: ignore[arg-type]
+    number = champion_number(trials, record.maximize(), record.settings.select)
+    return next((t for t in trials if t.number == number), None)
 
 
 def _stamp(moment: datetime | None, default: float) -> float:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import html
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
 from search.observation._lineage_plot import lineage_section
+from search.observation._pareto_plot import pareto_section
 from search.observation._report_tables import STATE_COLORS, Section, champion_section, worker_timeline
 from search.observation._savings import log_axis_if_wide, outcomes_note, savings_section
+from search.settings import describe_objectives
 
 if TYPE_CHECKING:
     import optuna
@@ -61,28 +64,29 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
     study = coordinator.load(record)
     trials = study.get_trials(deepcopy=False)
     rows = [trial_row(t) for t in trials]
-    metric = record.metric
+    # The first objective is what the plots of values show (Optuna's need a target with several).
+    metric, target = record.goals()[0].metric, None if len(record.goals()) == 1 else (lambda t: t.values[0])
     complete = sum(1 for r in rows if r.state == "COMPLETE")
     link = tables.mlflow_run_link(loc, study.user_attrs.get(EXPERIMENT_ATTR))
     head = [] if loc is None else [champion_section(coordinator, loc, study)]
-    history = vis.plot_optimization_history(study, target_name=metric)
+    history = vis.plot_optimization_history(study, target=target, target_name=metric)
     curves = learning_curves(trials, record)
     return [
         *head,
         Section("history", "Optimization history",
                 f"Each dot is a complete trial's {metric}; the line is the best value so far."
-                + _log_scale(history, [t.value for t in trials if t.state.name == "COMPLETE" and t.value is not None]),
+                + _log_scale(history, [t.values[0] for t in trials if t.state.name == "COMPLETE" and t.values]),
                 history),
         Section("curves", "Learning curves",
                 f"{metric} after each epoch. {outcomes_note(trials, record.search_epochs, record.settings.pruner)}"
                 + _log_scale(curves, [v for t in trials for v in t.intermediate_values.values()]),
                 curves),
-        *filter(None, [lineage_section(trials, record)]),
+        *filter(None, [lineage_section(trials, record), pareto_section(trials, record)]),
         Section("parallel", "Parallel coordinates",
                 f"One line per complete trial through its parameters, coloured by {metric}.",
-                vis.plot_parallel_coordinate(study, target_name=metric)),
-        importance_section(study, metric),
-        tables.slice_section(study, metric, complete),
+                vis.plot_parallel_coordinate(study, target=target, target_name=metric)),
+        importance_section(study, metric, _ranked(record) if target else None),
+        tables.slice_section(study, metric, complete, target, _ranked(record) if target else None),
         savings_section(trials, record.search_epochs, record.settings.pruner,
                         tables.seconds_saved(rows, record.search_epochs)),
         Section("failures", "Why trials failed", tables.failures_note(rows), html=tables.failures_table(rows)),
@@ -130,7 +134,13 @@ def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
     return fig
 
 
-def importance_section(study: optuna.Study, metric: str) -> Section:
+def _ranked(record: StudyRecord) -> Any:
+    """The first objective as Optuna's importance evaluator (PED-ANOVA) ranks a target: low is good."""
+    sign = -1.0 if record.maximize()[0] else 1.0
+    return lambda t: sign * t.values[0]
+
+
+def importance_section(study: optuna.Study, metric: str, target: Any = None) -> Section:
     import optuna.visualization as vis
     from optuna.trial import TrialState
 
@@ -140,7 +150,9 @@ def importance_section(study: optuna.Study, metric: str) -> Section:
         return Section("importance", title, f"Not enough complete trials to estimate importances yet "
                        f"({complete} complete, {MIN_TRIALS_FOR_IMPORTANCE} needed).")  # fmt: skip
     try:
-        figure = vis.plot_param_importances(study, target_name=metric)
+        with warnings.catch_warnings():  # that it ranks low values of a target first: _ranked does so
+            warnings.simplefilter("ignore", UserWarning)
+            figure = vis.plot_param_importances(study, target=target, target_name=metric)
     except (ValueError, RuntimeError) as exc:  # e.g. every trial has the same params
         return Section("importance", title, f"Importances could not be estimated: {exc}")
     return Section("importance", title,
@@ -181,7 +193,7 @@ def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord
 
     best = "-" if snap.best_value is None else f"{snap.best_value:.6g} (trial {snap.best_trial})"
     rows: list[tuple[str, Any]] = [
-        ("objective", f"{record.direction} {record.metric}"),
+        ("objective", describe_objectives(record.goals(), record.limits())),
         ("trials", f"{snap.finished}/{snap.budget} finished: {snap.complete} complete, {snap.pruned} pruned"
                    f"{snap.paused_note()}, {snap.failed} failed; {snap.running} running"),
         ("best", best),

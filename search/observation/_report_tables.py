@@ -4,6 +4,7 @@ failure reasons, the champion, time saved by pruning, and slice plots of the imp
 from __future__ import annotations
 
 import html
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -166,25 +167,29 @@ def champion_note(champion: Champion | None, best_trial: int | None) -> str:
             f"{metrics}." + (f" Exports: {exports}." if exports else ""))  # fmt: skip
 
 
-def slice_section(study: optuna.Study, metric: str, complete: int) -> Section:
-    """Slice plots of the (up to three) most important parameters; of the first ones if too few trials."""
+def slice_section(study: optuna.Study, metric: str, complete: int, target: Any = None,
+                  ranked: Any = None) -> Section:  # fmt: skip
+    """Slice plots of the (up to three) most important parameters; of the first ones if too few trials.
+    ``target``: the value to plot (the first objective of several); ``ranked``: it, low is good."""
     import optuna.visualization as vis
 
     title = "Most important parameters"
     if complete == 0:
         return Section("slices", title, "No complete trial yet.")
-    names = list(study.best_trial.params)
+    names = list(next(t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE").params)
     note = f"{metric} against each of the first {SLICE_PARAMS} parameters, one dot per complete trial."
     if complete >= 3:
         try:
             from optuna.importance import get_param_importances
 
-            names = list(get_param_importances(study))
+            with warnings.catch_warnings():  # that PED-ANOVA ranks low target values first: ``ranked`` does
+                warnings.simplefilter("ignore", UserWarning)
+                names = list(get_param_importances(study, target=ranked))
             note = (f"{metric} against each of the {SLICE_PARAMS} most important parameters (fANOVA), one dot per "
                     "complete trial.")  # fmt: skip
         except (ValueError, RuntimeError):
             pass
-    figure = vis.plot_slice(study, params=names[:SLICE_PARAMS], target_name=metric)
+    figure = vis.plot_slice(study, params=names[:SLICE_PARAMS], target=target, target_name=metric)
     return Section("slices", title, note, figure)
 
 
@@ -192,8 +197,10 @@ def champion_section(coordinator: Coordinator, loc: Locations, study: optuna.Stu
     from search.tracking import Tracker, read_champion
 
     champion = read_champion(Tracker(loc.tracking()), coordinator.study_name)
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    best = study.best_trial.number if complete else None
+    from search.settings import champion_number
+
+    record = coordinator.read_record()
+    best = champion_number(study.get_trials(deepcopy=False), record.maximize(), record.settings.select)
     return Section("champion", "Champion model", champion_note(champion, best))
 
 

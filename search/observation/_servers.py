@@ -86,7 +86,7 @@ def _name_the_objective(coordinator: Coordinator) -> None:
     study = optuna.load_study(study_name=coordinator.study_name, storage=coordinator.storage)
     if study.metric_names is None:
         with suppress(Exception):  # a read-only database still gets a dashboard
-            study.set_metric_names([record.metric])
+            study.set_metric_names([o.metric for o in record.goals()])
 
 
 @contextmanager

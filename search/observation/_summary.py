@@ -6,7 +6,16 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from search.coordination import STOPPED_ATTR
-from search.settings import FIRST_RUNG_ATTR, describe, describe_grid, resolve_patience
+from search.settings import (
+    FIRST_RUNG_ATTR,
+    champion_number,
+    describe,
+    describe_grid,
+    describe_objectives,
+    pareto_front,
+    resolve_patience,
+)
+from search.settings._selection import candidates
 
 if TYPE_CHECKING:
     from search.coordination import Coordinator
@@ -26,6 +35,11 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     record = coordinator.read_record()
     settings = record.settings
     print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
+    if record.objectives or record.constraints:
+        pruned = f"the pruner prunes on {record.metric} only" if not record.objectives else \
+            f"no pruning: trials end early only by --patience on {record.metric}"  # fmt: skip
+        print(f"  objectives: {describe_objectives(record.goals(), record.limits())}; champion: --select "
+              f"{settings.select}; {pruned}", flush=True)  # fmt: skip
     patience = resolve_patience(settings.patience, record.search_epochs)
     if patience:
         how = " (auto: a fifth of the search epochs)" if settings.patience == "auto" else ""
@@ -80,7 +94,14 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
     first_rung = coordinator.storage.get_study_system_attrs(study_id(study)).get(FIRST_RUNG_ATTR)
     if first_rung:
         summary["first_rung"] = first_rung
-    if any(t.state == TrialState.COMPLETE for t in trials):
-        best = study.best_trial
-        summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)
+    record = coordinator.read_record()
+    number = champion_number(trials, record.maximize(), record.settings.select)
+    if number is not None:  # the champion by --select, among trials that meet the constraints
+        best = next(t for t in trials if t.number == number)
+        summary.update(best_trial=best.number, best_value=best.values[0], best_params=best.params)
+        if len(best.values) > 1:
+            summary.update(best_values=list(best.values), select=record.settings.select, pareto_front=[
+                c.number for c in pareto_front(candidates(trials), record.maximize())])  # fmt: skip
+    elif any(t.state == TrialState.COMPLETE for t in trials):
+        summary["no_feasible_trial"] = True
     return summary

@@ -52,9 +52,14 @@ class TrialRow:
     retried_as: int | None = None
     """The trial that continues this one: a dead or interrupted attempt is failed and queued again as
     a retry, which counts in its place (the attempt is no failure of the logical trial)."""
+    values: list[float] | None = None
+    """One value per objective (``--objective``; ``value`` is the first): several only in a multi-objective study."""
+    feasible: bool | None = None
+    """Whether it meets every ``--constraint``; None in a study without constraints, or before it finishes."""
 
 
-_OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds", "final_metrics"}
+_OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds", "final_metrics",
+              "feasible"}  # fmt: skip
 
 
 def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
@@ -67,7 +72,8 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
     epochs = attrs.get("epochs_run", max(trial.intermediate_values, default=0))
     pruned = int(epochs) if trial.state.name == "PRUNED" else None
     return TrialRow(
-        number=trial.number, state=trial.state.name, value=trial.value, params=_params(trial),
+        number=trial.number, state=trial.state.name, value=trial.values[0] if trial.values else None,
+        values=list(trial.values) if trial.values else None, feasible=attrs.get("feasible"), params=_params(trial),
         epochs=int(epochs), duration_seconds=None if start is None else round(max(0.0, end - start), 3),
         worker=attrs.get("worker"), host=attrs.get("host"), retry_of=int(history[-1]) if history else None,
         logical=int(trial.system_attrs.get("failed_trial", trial.number)), fail_reason=attrs.get("fail_reason"),

@@ -33,6 +33,21 @@ from search.settings._locations import (
     location_env,
 )
 from search.settings._names import MAX_NAME_LENGTH, NAME_RULE, check_study_name, remove_study_dir, study_dir
+from search.settings._objectives import (
+    FEASIBLE_ATTR,
+    Constraint,
+    Objective,
+    check_objective_flags,
+    constraint_values,
+    gate_objective,
+    missing_metrics,
+    objective_values,
+    parse_constraints,
+    parse_objectives,
+    prunes,
+    unknown_metric_message,
+)
+from search.settings._objectives import describe as describe_objectives
 from search.settings._prune_points import exploiting_spec, may_prune_at, pausing_spec, reads_running_trials
 from search.settings._record import (
     FIRST_RUNG_ATTR,
@@ -44,12 +59,32 @@ from search.settings._record import (
     parse_stall_timeout,
     resolve_patience,
 )
+from search.settings._selection import SELECT_RULES, Candidate, champion_number, pareto_front, parse_select, select
 from search.settings._space import check_configuration, middle_params, parse_narrow, record_space, space_differences
 from search.settings._spec import PrunerSpec, SamplerSpec
 from search.settings.pruners import PRUNERS
 from search.settings.samplers import SAMPLERS
 
 __all__ = [
+    "FEASIBLE_ATTR",
+    "SELECT_RULES",
+    "Candidate",
+    "Constraint",
+    "Objective",
+    "champion_number",
+    "check_objective_flags",
+    "constraint_values",
+    "describe_objectives",
+    "gate_objective",
+    "missing_metrics",
+    "objective_values",
+    "pareto_front",
+    "parse_constraints",
+    "parse_objectives",
+    "parse_select",
+    "prunes",
+    "select",
+    "unknown_metric_message",
     "CONFIG_FILE",
     "ENV_ARTIFACTS",
     "ENV_CHECKPOINTS",

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from search.exceptions import SearchError
+from search.settings._objectives import Constraint, Objective, constraints_of, objectives_of
 
 FIRST_RUNG_ATTR = "hpsearch.first_rung"
 """Study system attribute: the first rung an adaptive pruner chose, and the evidence for it."""
@@ -44,6 +45,9 @@ class SearchSettings:
     """A trial ends, complete, once its metric has not improved for this many epochs: ``N``,
     ``auto`` (a fifth of the study's search epochs, at least 2: :func:`resolve_patience`) or ``off``.
     The default comes from ``benchmarks/bench_search.py`` (docs/search-strategy.md)."""
+    select: str = "first"
+    """Which trial is the champion (``--select``): ``first``, the best first objective among feasible
+    trials, or ``knee``, the Pareto front's point nearest the utopia point (``search/settings/_selection.py``)."""
     latency_batch: int = 64
     """Rows of the batch at which every complete trial's inference latency per sample is measured
     (``latency_ms_batch``, beside ``latency_ms`` at batch 1): one batch for the whole study, so trials
@@ -131,6 +135,20 @@ class StudyRecord:
     """Numeric parameters searched in a narrower range than the study declares (``--narrow``)."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """With ``--sampler grid``: every parameter's values, in the space's order (``search/settings/_grid.py``)."""
+    objectives: list[list[str]] = field(default_factory=list)
+    """``--objective``s as ``[metric, direction]``; empty: ``metric`` in ``direction``, the study's own."""
+    constraints: list[str] = field(default_factory=list)
+    """``--constraint``s as labels (``latency_ms<=2``); see ``search/settings/_objectives.py``."""
+
+    def goals(self) -> list[Objective]:
+        """The study's objectives, in order (its trials' values)."""
+        return objectives_of(self.objectives, self.metric, self.direction)
+
+    def limits(self) -> list[Constraint]:
+        return constraints_of(self.constraints)
+
+    def maximize(self) -> list[bool]:
+        return [o.maximize for o in self.goals()]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

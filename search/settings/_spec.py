@@ -101,6 +101,10 @@ def _convert(option: Option, raw: str, what: str) -> Any:
 @dataclass(frozen=True)
 class SamplerSpec(AlgorithmSpec):
     kind: ClassVar[str] = "sampler"
+    multi_objective: ClassVar[bool] = True
+    """Whether it can search several objectives at once (Optuna's CMA-ES cannot)."""
+    uses_constraints: ClassVar[bool] = False
+    """Whether it steers away from infeasible trials (reads their ``constraints`` system attributes)."""
 
     def build(self, seed: int | None) -> BaseSampler:
         raise NotImplementedError

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
-from search.settings import load_study, params_dict
+from search.settings import champion_number, gate_objective, load_study, params_dict
 from search.tracking._deployment import deployment_metrics
 from search.tracking._portable import log_portable
 from search.tracking._replay import fit_schedule, replay_schedule, schedule_json
@@ -82,17 +82,22 @@ class _Silent:
 def pick_trial(coordinator: Coordinator, number: int | None) -> Any:
     from optuna.trial import TrialState
 
-    study = coordinator.load()
-    if number is None:
-        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if not complete:
+    trials, record = coordinator.load().get_trials(deepcopy=False), coordinator.read_record()
+    if number is None:  # the champion by the study's --select, among trials that meet its constraints
+        if not any(t.state == TrialState.COMPLETE for t in trials):
             raise SearchError(f"study {coordinator.study_name!r} has no complete trial to retrain")
-        return study.best_trial
-    found = [t for t in study.get_trials(deepcopy=False) if t.number == number]
+        number = champion_number(trials, record.maximize(), record.settings.select)
+        if number is None:
+            raise SearchError(f"no complete trial of study {coordinator.study_name!r} meets its constraints "
+                              f"({', '.join(record.constraints)}): nothing to retrain and register")  # fmt: skip
+    found = [t for t in trials if t.number == number]
     if not found:
         raise SearchError(f"study {coordinator.study_name!r} has no trial {number}")
     if found[0].state != TrialState.COMPLETE:
         raise SearchError(f"trial {number} is {found[0].state.name}, not COMPLETE; pick a complete trial")
+    if any(v > 0 for v in found[0].constraints.values()):  # never registered, so never the champion
+        raise SearchError(f"trial {number} does not meet the study's constraints ({', '.join(record.constraints)}); "
+                          "pick a feasible trial")  # fmt: skip
     return found[0]
 
 
@@ -152,8 +157,9 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     for key, value in deployment.items():  # what serving it costs, where the registry shows it
         tracker.client.set_model_version_tag(model_name, version, f"hpsearch.{key}", f"{value:g}")
     _phase(progress, "registered", f"MLflow model {model_name!r} version {version}", clock)
-    test_key = record.metric.replace("val_", "test_", 1)
-    became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, record.direction)
+    gate = gate_objective(record.goals(), record.metric, record.direction)  # a model metric the test set has
+    test_key = gate.metric.replace("val_", "test_", 1)
+    became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, gate.direction)
     notes = [*notes, *(check.line() for check in exports)]
     run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower(), **replayed}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,

@@ -75,6 +75,14 @@ def filter_study(study: optuna.Study, trial: FrozenTrial) -> optuna.Study:
     return pruners._filter_study(study, trial)
 
 
+def constraint_key(name: str) -> str:
+    """The trial system attribute holding constraint ``name``'s value, as ``Trial.set_constraint``
+    writes it (Optuna 5): its samplers and ``best_trials`` read ``FrozenTrial.constraints`` from these."""
+    from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
+
+    return f"{_CONSTRAINTS_KEY}:{name}"
+
+
 # Pruners' and samplers' settings.
 
 

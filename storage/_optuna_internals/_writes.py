@@ -86,10 +86,12 @@ def set_user_attrs(storage: RDBStorage, trial_id: int, attrs: Mapping[str, Any])
         _write_attrs(storage, session, trial_id, attrs)
 
 
-def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mapping[str, Any]) -> None:
-    """The user attributes, upserted in one statement where the database can (the caller has checked
-    that the trial runs); elsewhere one by one, as Optuna does, each checking."""
-    table = rdb_models().TrialUserAttributeModel
+def _write_attrs(storage: RDBStorage, session: Any, trial_id: int, attrs: Mapping[str, Any],
+                 system: bool = False) -> None:  # fmt: skip
+    """The user (or ``system``) attributes, upserted in one statement where the database can (the
+    caller has checked that the trial runs); elsewhere one by one, as Optuna does, each checking."""
+    models = rdb_models()
+    table = models.TrialSystemAttributeModel if system else models.TrialUserAttributeModel
     if storage.engine.name not in UPSERTS:
         for key, value in attrs.items():
             storage._set_trial_attr_without_commit(session, table, trial_id, key, value)
@@ -103,10 +105,11 @@ def finish_trial(
     storage: RDBStorage,
     trial_id: int,
     state: TrialState,
-    value: float | None,
+    value: float | Sequence[float] | None,
     attrs: Mapping[str, Any],
     before_write: Callable[[FrozenTrial, list[float] | None], None],
     steps: Mapping[int, float] | None = None,
+    system_attrs: Mapping[str, Any] | None = None,
 ) -> FrozenTrial | None:
     """Optuna's ``tell`` of a running trial, with its final user attributes and its last reported
     values not stored yet (``steps``: step -> value), in one transaction.
@@ -117,7 +120,9 @@ def finish_trial(
     ``steps`` are stored, and then, as ``tell`` does: a pruned trial's value is its last reported
     one (when a number), the sampler's hook ``before_write(trial, values)`` runs (the state is
     written even if it raises), and the attributes, values, state and completion time are written
-    together.
+    together. ``value`` is one number, or a list, one for each objective of a multi-objective study;
+    ``system_attrs`` are written with the rest (a constrained study's ``constraints:<name>`` values,
+    which Optuna's samplers read: :func:`constraint_key`).
 
     Raises:
         ValueError: a COMPLETE trial told no value, or NaN.
@@ -133,18 +138,22 @@ def finish_trial(
         if steps:
             store_steps(storage, session, trial_id, steps)
             frozen.intermediate_values = {**frozen.intermediate_values, **steps}
-        values = None if value is None else [float(value)]
-        if state == TrialState.COMPLETE and (values is None or math.isnan(values[0])):
+        told = [value] if isinstance(value, int | float) else value  # one value, or one per objective
+        values = None if told is None else [float(v) for v in told]
+        if state == TrialState.COMPLETE and (not values or any(math.isnan(v) for v in values)):
             raise ValueError(f"trial {frozen.number} cannot complete with the value {value!r}")
         if state == TrialState.PRUNED and frozen.last_step is not None:
             last = frozen.intermediate_values[frozen.last_step]
             values = None if math.isnan(last) else [last]
         failure: Exception | None = None
+        frozen.system_attrs.update(system_attrs or {})  # as the sampler would find the trial once told
         try:
             before_write(frozen, values)
         except Exception as exc:  # noqa: BLE001 - raised once the state is written, as tell does
             failure = exc
         _write_attrs(storage, session, trial_id, attrs)
+        if system_attrs:
+            _write_attrs(storage, session, trial_id, system_attrs, system=True)
         for objective, item in enumerate(values or []):
             storage._set_trial_value_without_commit(session, row, objective, item)
         row.state = state

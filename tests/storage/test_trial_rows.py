@@ -174,6 +174,35 @@ def test_finish_trial_tells_as_optuna_in_one_transaction(url: str) -> None:
         backend.engine.dispose()
 
 
+def test_finish_trial_tells_several_values_and_constraints_as_optuna_reads_them(url: str) -> None:
+    """A multi-objective trial's values and its constraint system attributes, in the one transaction:
+    Optuna's own trial then has the values and constraints, and its best_trials the feasible front."""
+    import sqlalchemy
+
+    backend = storage.open_optuna_storage(url)
+    study = optuna.create_study(storage=backend, study_name="front", directions=["minimize", "maximize"])
+    commits: list[int] = []
+    seen: list[dict[str, float]] = []
+
+    def hook(frozen, values) -> None:  # noqa: ANN001
+        seen.append(frozen.constraints)
+
+    try:
+        told = [study.ask() for _ in range(3)]
+        sqlalchemy.event.listen(backend.engine, "commit", lambda conn: commits.append(1))
+        for trial, values, slack in zip(told, ([1.0, 2.0], [0.5, 3.0], [0.1, 9.0]), (-1.0, 0.0, 0.5), strict=True):
+            constraint = {storage.constraint_key("latency_ms<=2"): slack}
+            storage.finish_trial(backend, trial._trial_id, TrialState.COMPLETE, values, {"feasible": slack <= 0}, hook,
+                                 system_attrs=constraint)  # fmt: skip
+        assert len(commits) == 3 and seen == [{"latency_ms<=2": -1.0}, {"latency_ms<=2": 0.0}, {"latency_ms<=2": 0.5}]
+        loaded = optuna.load_study(study_name="front", storage=backend)
+        assert [t.values for t in loaded.trials] == [[1.0, 2.0], [0.5, 3.0], [0.1, 9.0]]
+        assert [t.constraints for t in loaded.trials] == [{"latency_ms<=2": v} for v in (-1.0, 0.0, 0.5)]
+        assert [t.number for t in loaded.best_trials] == [1]  # 2 would dominate it, but misses the constraint
+    finally:
+        backend.engine.dispose()
+
+
 def test_read_trials_builds_the_trials_optunas_storage_builds(url: str) -> None:
     """Every state, kind of param, value (inf too), intermediate value (nan and inf too), user and
     system attribute: the plain-query read gives trials equal to Optuna's, field by field."""

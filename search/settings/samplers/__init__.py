@@ -5,6 +5,7 @@ from search.settings._spec import SamplerSpec, registry
 SAMPLERS: dict[str, type[SamplerSpec]] = registry(__name__, (
     "_tpe:Tpe",
     "_gp:Gp",
+    "_nsga2:Nsga2",
     "_random:Random",
     "_qmc:Qmc",
     "_cmaes:CmaEs",

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 class CmaEs(SamplerSpec):
     name = "cmaes"
+    multi_objective = False
     options = {
         "startup": Option(int, 1, "trials sampled at random before CMA-ES starts"),
         "sigma": Option(float, 0.0, "initial step size; 0: a sixth of each range"),

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 class Gp(SamplerSpec):
     name = "gp"
+    uses_constraints = True
     options = {"startup": STARTUP}
 
     def build(self, seed: int | None) -> BaseSampler:

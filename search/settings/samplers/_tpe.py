@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 class Tpe(SamplerSpec):
     name = "tpe"
+    uses_constraints = True
     options = {
         "startup": STARTUP,
         "multivariate": Option(

@@ -94,15 +94,15 @@ def test_a_lost_reply_to_the_final_tell_finishes_the_trial_once(claimed_sleep_tr
     real = _finish.finish_trial
     calls = []
 
-    def reply_lost(storage, trial_id, state, value, attrs, before_write, steps):
+    def reply_lost(storage, trial_id, state, value, attrs, before_write, steps, *system):
         calls.append(state)
         if len(calls) == 1:
             if finisher == "this-worker":
-                real(storage, trial_id, state, value, attrs, before_write, steps)
+                real(storage, trial_id, state, value, attrs, before_write, steps, *system)
             else:
                 storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
             raise _lost_connection()
-        return real(storage, trial_id, state, value, attrs, before_write, steps)
+        return real(storage, trial_id, state, value, attrs, before_write, steps, *system)
 
     monkeypatch.setattr(_finish, "finish_trial", reply_lost)
     outcome = run_trial(ctx, trial)
