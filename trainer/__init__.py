@@ -13,6 +13,7 @@ only what ``infra.mutable`` names (lr, weight decay, dropout: population-based t
 from trainer._checkpoint import load_checkpoint, load_model_weights
 from trainer._config import MUTABLE_FIELDS, MixedPrecision, TrainConfig
 from trainer._data import TensorData, TrainData
+from trainer._deploy import Deployment, count_params, measure_deployment
 from trainer._errors import CheckpointError, ConfigError, DivergenceError, TrainerError
 from trainer._evaluate import evaluate
 from trainer._hooks import CheckpointListener, EarlyStopping, Hook, MetricsSink
@@ -31,6 +32,7 @@ __all__ = [
     "CheckpointListener",
     "Classification",
     "ConfigError",
+    "Deployment",
     "DivergenceError",
     "EarlyStopping",
     "FanOut",
@@ -52,8 +54,10 @@ __all__ = [
     "TrainerError",
     "evaluate",
     "fit",
+    "count_params",
     "load_checkpoint",
     "load_model_weights",
     "lr_range_test",
+    "measure_deployment",
     "profiled",
 ]

@@ -28,7 +28,7 @@ from trainer._runtime import make_accelerator, release_model
 from trainer._sharding import shard_model, sync_buffers
 from trainer._step import counted_micro_step, micro_step, optimizer_step
 from trainer._tasks import LanguageModeling, Task
-from trainer._throughput import peak_memory_mb, peak_tflops, reset_peak_memory
+from trainer._throughput import peak_memory_mb, peak_rss_mb, peak_tflops, reset_peak_memory, reset_peak_rss
 
 
 def fit(
@@ -82,6 +82,7 @@ def fit(
             ``infra.init_from`` holds no usable checkpoint.
     """
     started = time.perf_counter()
+    rss_reset = reset_peak_rss()
     run = _setup(model, train, val, task, config, Infra() if infra is None else infra)
     if on_step is not None:
         run.on_step = on_step
@@ -91,7 +92,7 @@ def fit(
         stopped_epoch = _train(run, hooks, sink)
     finally:
         release_model(run.accelerator, run.model)
-    return _result(run, stopped_epoch, time.perf_counter() - started)
+    return _result(run, stopped_epoch, time.perf_counter() - started, peak_rss_mb() if rss_reset else None)
 
 
 def _train(run: Run, hooks: Sequence[Hook], sink: MetricsSink | None) -> int | None:
@@ -274,8 +275,9 @@ def _should_stop(
     return accelerator.check_trigger()
 
 
-def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
+def _result(run: Run, stopped_epoch: int | None, seconds: float, rss_mb: float | None) -> FitResult:
     config, accelerator = run.config, run.accelerator
+    memory = [h["peak_memory_mb"] for h in run.history if "peak_memory_mb" in h]
     return FitResult(
         epochs_run=run.epoch,
         stopped_early=stopped_epoch is not None and stopped_epoch < config.epochs,
@@ -290,4 +292,6 @@ def _result(run: Run, stopped_epoch: int | None, seconds: float) -> FitResult:
         resumed_from_epoch=run.resumed_from,
         best_checkpoint=None if run.checkpoints is None or run.infra.checkpoint_every else run.checkpoints.best_path,
         mutations=tuple(run.mutations),
+        peak_memory_mb=max(memory) if memory else None,
+        peak_rss_mb=rss_mb,
     )

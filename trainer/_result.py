@@ -40,6 +40,15 @@ class FitResult:
     """Every hyperparameter change of this run's lineage, oldest first: those the resumed checkpoint
     carries (made when it, or the run it was taken from, resumed) and those this call applied, whose
     ``epoch`` is ``resumed_from_epoch``. Empty for a run that never changed one."""
+    peak_memory_mb: float | None = None
+    """On CUDA, the most memory tensors held on this process's GPU during any epoch of this call
+    (``torch.cuda.max_memory_allocated``, MiB); ``None`` on CPU."""
+    peak_rss_mb: float | None = None
+    """The whole process's peak resident memory during this call, MiB (Linux: the peak is restarted
+    from the current size when the fit begins, through ``/proc/self/clear_refs``, and read from
+    ``VmHWM`` at its end). It counts everything the process holds (Python, torch, the data, other
+    threads), so it bounds the training's host memory from above; ``None`` where the peak cannot be
+    restarted. A GPU's memory is not in it."""
 
     @property
     def final_metrics(self) -> dict[str, float]:

@@ -71,3 +71,30 @@ def peak_memory_mb(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
     return torch.cuda.max_memory_allocated(device) / 2**20
+
+
+_STATUS, _CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+
+
+def reset_peak_rss() -> bool:
+    """Restart the process's peak resident memory from its current size (Linux: ``5`` written to
+    ``/proc/self/clear_refs``); whether it could."""
+    try:
+        with open(_CLEAR_REFS, "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_mb() -> float | None:
+    """The process's peak resident memory in MiB (``VmHWM``) since it started or was last reset;
+    ``None`` where ``/proc`` does not say."""
+    try:
+        with open(_STATUS) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

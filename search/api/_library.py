@@ -48,7 +48,7 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
     then retrain the best at full scale and register it, as ``search start`` does.
 
     Settings (``sampler``, ``pruner``, ``seed``, ``max_retries``, ``heartbeat_interval``,
-    ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``, ``select``) are those of
+    ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``, ``select``, ``latency_batch``) are those of
     :class:`search.settings.SearchSettings`; one left out keeps a resumed study's stored value.
     ``timeout`` (seconds, or ``"30m"``) and ``stop_at`` (a best value) end the search early: no new
     trial after them, as ``--timeout`` and ``--stop-at``. With ``sampler="grid"``, ``grid`` gives

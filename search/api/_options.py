@@ -91,6 +91,8 @@ def check_flags(opts: StartOptions) -> None:
         )
     if settings.checkpoint_every < 0:
         raise SearchError(f"--checkpoint-every must be >= 0 seconds (0: every epoch), got {settings.checkpoint_every}")
+    if settings.latency_batch < 1:
+        raise SearchError(f"--latency-batch must be a positive number of rows, got {settings.latency_batch}")
     validate(settings.sampler, settings.pruner)
     check_objective_flags(opts.objectives, opts.constraints, settings.select, opts.stop_at)
     check_sharing(opts.workers_per_gpu, opts.gpu_memory_fraction)

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 
 def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
-    """The champion trial (value, params, epochs, MLflow run) as the study's ``--select`` picks it
-    among trials that meet its constraints, the Pareto front of a multi-objective study, and the
-    registered champion model, as ``search best --json`` prints them; one line if no trial qualifies."""
+    """The champion trial (value, params, epochs, final metrics with its deployment metrics, MLflow run)
+    as the study's ``--select`` picks it among trials that meet its constraints, the Pareto front of a
+    multi-objective study, and the registered champion model (its deployment metrics re-measured at
+    full scale), as ``search best --json`` prints them; one line if no trial qualifies."""
     from search.observation import trial_rows
     from search.settings import Candidate, pareto_front, select
     from search.tracking import Tracker, read_champion
@@ -41,11 +42,13 @@ def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
         "constraints": record.constraints, "select": record.settings.select,
         "trial": top.number, "value": top.value, "values": top.values, "feasible": top.feasible,
         "params": top.params, "epochs": top.epochs, "mlflow_run_id": top.mlflow_run_id,
+        "metrics": top.metrics, "latency_batch": record.settings.latency_batch,
         "pareto_front": [{"trial": c.number, "values": list(c.values), "params": rows[c.number].params,
                           "champion": c.number == top.number} for c in front],
         "champion": None if champion is None else {
             "model": champion.model_name, "version": champion.version, "source_trial": champion.source_trial,
             "test_metrics": champion.test_metrics, "exports": champion.exports, "run_id": champion.run_id,
+            "deployment": champion.deployment,
             "uri": f"models:/{champion.model_name}@champion",
         },
     }  # fmt: skip

@@ -3,7 +3,8 @@
 A given value that differs applies when the trials so far stay comparable (budget, retries,
 heartbeats, stall timeout, sampler, pruner, patience: stored with the study, used by every worker
 started from now on) and is refused when they would not (the seed also splits the data; study
-options change the data or the model).
+options change the data or the model; the latency batch is what trials' ``latency_ms_batch`` was
+measured at).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def start_name(opts: StartOptions, study: Study) -> str:
     return check_study_name(study.name, f"the name of study {opts.study}")
 
 
-REFUSED = frozenset({"seed"})
+REFUSED = frozenset({"seed", "latency_batch"})
 """Settings a resumed study cannot change: its trials so far would not be comparable with new ones."""
 _HINT = "; drop the flag to resume, or give --name for a new study"
 

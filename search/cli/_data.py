@@ -23,14 +23,16 @@ _STATES = ("complete", "pruned", "fail", "running", "waiting")
 @option("--state", "states", multiple=True, type=click.Choice(_STATES, case_sensitive=False),
         help="Only trials in this state (repeatable).")  # fmt: skip
 @option("--sort", "sort_spec", metavar="KEY[:asc|desc]",
-        help="Order by value (the objective), duration, epochs or a final metric (val_accuracy, val_f1, ...), best "
-             "first: the objective's direction for value, ascending for duration, epochs and loss- or error-like "
-             "metrics, descending for the rest; :asc or :desc chooses. Trials without it come last.")  # fmt: skip
+        help="Order by value (the objective), duration, epochs or a final metric (val_accuracy, val_f1, latency_ms, "
+             "params, ...), best first: the objective's direction for value, ascending for duration, epochs, loss- "
+             "or error-like metrics and deployment costs, descending for the rest; :asc or :desc chooses. Trials "
+             "without it come last.")  # fmt: skip
 @option("--top", type=click.IntRange(min=1), metavar="N",
         help="Only the first N trials after sorting (by value when --sort is not given).")  # fmt: skip
 @location_options
 def trials(**kwargs: Any) -> None:
-    """Every trial of a study: number, state, value, its final metrics (each metric's last epoch),
+    """Every trial of a study: number, state, value, its final metrics (each metric's last epoch, then
+    what its model costs to deploy: params, flops_per_sample, latency_ms, latency_ms_batch, peak memory),
     params, epochs, duration, worker, host, retry of, fail reason and MLflow run id.
 
     Without --sort, trials are in number order: `search trials --sort val_accuracy --top 5` lists the
@@ -106,12 +108,14 @@ def _short_name(metric: str) -> str:
 @option("--json", "as_json", is_flag=True, help="Print JSON.")
 @location_options
 def best(**kwargs: Any) -> None:
-    """The best trial (value, params, epochs, MLflow run) and the champion model: version and test metrics.
+    """The best trial (value, params, epochs, MLflow run, deployment metrics) and the champion model: version,
+    test metrics and deployment metrics (params, FLOPs, latency, peak memory).
 
     The best trial is the study's --select among trials that meet its --constraints; a study of several
     --objectives lists its Pareto front, the selected trial marked with *."""
     from search.api._open import open_existing_with_locations
     from search.api._results import best_trial
+    from search.observation import deployment_text
 
     as_json = kwargs.pop("as_json")
     coordinator, loc = open_existing_with_locations(kwargs)
@@ -128,6 +132,8 @@ def best(**kwargs: Any) -> None:
         click.echo(f"  meets {', '.join(result['constraints'])}")
     for key, value in result["params"].items():
         click.echo(f"  {key} = {value}")
+    if deployment := deployment_text(result["metrics"], result["latency_batch"]):
+        click.echo(f"  deployment: {deployment}")
     champion = result["champion"]
     if champion is None:
         click.echo("champion: none registered yet (`search retrain`)")
@@ -135,6 +141,8 @@ def best(**kwargs: Any) -> None:
     metrics = ", ".join(f"{k} {v:.4g}" for k, v in sorted(champion["test_metrics"].items()))
     click.echo(f"champion: {champion['model']} version {champion['version']} (retrained trial "
                f"{champion['source_trial']}): {metrics or 'no test metrics'}")  # fmt: skip
+    if deployment := deployment_text(champion["deployment"], result["latency_batch"]):
+        click.echo(f"  deployment: {deployment}")
     exports = ", ".join(f"{fmt} {'ok' if status == 'ok' else 'failed: ' + status}"
                         for fmt, status in sorted(champion["exports"].items()))  # fmt: skip
     click.echo(f"  exports: {exports or 'none'} (`search export --name {result['study']}` writes one)")

@@ -44,6 +44,9 @@ _settings_options = stack(
            help="Seconds of training a killed trial may lose (or one epoch, when epochs are longer): trials "
                 "are checkpointed that often, not after every short epoch; 0 checkpoints every epoch."),
     patience_option(_defaults.patience),
+    option("--latency-batch", type=int, default=_defaults.latency_batch, metavar="ROWS",
+           help="The batch at which each complete trial's inference latency per sample is measured "
+                "(latency_ms_batch; latency_ms is at batch 1)."),
     option("--select", type=click.Choice(SELECT_RULES, case_sensitive=False), default=_defaults.select,
            help="Which trial is the champion: first, the best first --objective among trials that meet every "
                 "--constraint; knee, the Pareto front's trial nearest the best of every objective at once "

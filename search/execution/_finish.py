@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 import traceback
@@ -15,7 +14,7 @@ from search.exceptions import DatabaseUnavailableError, TrialLostError
 from search.execution._context import TrialOutcome, WorkerContext
 from search.execution._exploit import replace_trial
 from search.execution._machine import ENV_GPU_MEMORY_FRACTION
-from search.execution._metrics import final_metrics, speed_attrs
+from search.execution._metrics import best_value, final_metrics, speed_attrs
 from search.execution._objectives import scored
 from search.settings import PAUSED_AT_ATTR, exploiting_spec, pausing_spec
 from storage import filter_study, finish_trial, mask, set_cached_trials, set_user_attrs, trial_id
@@ -29,13 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _best_value(history: list[dict[str, float]], metric: str, direction: str) -> float:
-    values = [h[metric] for h in history if metric in h and math.isfinite(h[metric])]
-    if not values:
-        raise ValueError(f"the study metric {metric!r} was never reported")
-    return min(values) if direction == "minimize" else max(values)
-
-
 def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
     """The metric of every epoch: a resumed attempt's history lacks those before its checkpoint
     (all of them when it resumed after the last epoch), but its trial carries their reports."""
@@ -46,7 +38,8 @@ def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[d
 
 
 def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,
-               started: float) -> TrialOutcome:  # fmt: skip
+              started: float, deployment: Mapping[str, float] | None = None) -> TrialOutcome:  # fmt: skip
+    """Tell a trained trial's state; its final metrics (``deployment``'s too) go on the trial and MLflow."""
     from optuna.trial import TrialState
 
     pruned = hook.pruned_epoch is not None
@@ -55,8 +48,9 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
     replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
     replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
-    best = None if pruned else _best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
-    final = final_metrics(result.history)  # the objectives' and constraints' values: before the run is finished
+    best = None if pruned else best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
+    # The objectives' and constraints' values (deployment metrics included): before the run is finished.
+    final = final_metrics(result.history) | dict(deployment or {})
     value, scores, constraints = scored(ctx, trial.number, final, best, pruned)
     state = "PAUSED" if paused else "REPLACED" if replaced else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}
@@ -65,6 +59,9 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     stopped = None if pruned or not result.stopped_early else hook.stopped_epoch
     if stopped is not None:  # --patience: complete, its value its best epoch's
         tags["hpsearch.stopped_epoch"] = stopped
+    if deployment:  # at the last epoch's step, beside the model's last validation metrics
+        run.log(deployment, step=result.epochs_run)
+        run.log_params({"latency_batch": ctx.record.settings.latency_batch})
     run.finish(tags, "FINISHED")  # waits for the epochs' batches too
     # Service overhead: all worker time but training, so the per-epoch pruner reports and MLflow
     # batches (hooks and sink, inside fit; the batches are written while the next epoch trains,

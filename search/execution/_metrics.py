@@ -31,3 +31,11 @@ def final_metrics(history: list[dict[str, float]]) -> dict[str, float]:
     can show and sort by them without asking MLflow for each run."""
     last = history[-1] if history else {}
     return {k: float(v) for k, v in last.items() if k not in _NOT_MODEL_METRICS and math.isfinite(v)}
+
+
+def best_value(history: list[dict[str, float]], metric: str, direction: str) -> float:
+    """The trial's value: the best of ``metric`` over the epochs that reported it."""
+    values = [h[metric] for h in history if metric in h and math.isfinite(h[metric])]
+    if not values:
+        raise ValueError(f"the study metric {metric!r} was never reported")
+    return min(values) if direction == "minimize" else max(values)

@@ -22,6 +22,7 @@ from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
 from search.settings import exploiting_spec, params_dict, pausing_spec, resolve_patience, study_dir
+from search.tracking import deployment_metrics
 from storage import cached_frozen_trial, set_user_attrs, trial_id
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=patience,
                            maximize=ctx.record.direction == "maximize")  # fmt: skip
         try:
-            result = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
-            outcome = finish_ok(ctx, trial, run, result, hook, started)
+            result, deployment = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
+            outcome = finish_ok(ctx, trial, run, result, hook, started, deployment)
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
         except Exception as exc:  # noqa: BLE001 - every trial-level error ends the trial, not the worker
@@ -174,7 +175,9 @@ def fit_or_start_over(fit: Any, config: Any, infra: Any, what: str) -> Any:
 
 
 def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, hook: PruningHook,
-         progress: Progress | None = None, board: Any = None) -> Any:  # fmt: skip
+         progress: Progress | None = None, board: Any = None) -> tuple[Any, dict[str, float]]:  # fmt: skip
+    """The trial's fit, and its model's deployment metrics (``search.tracking._deployment``: timed unless
+    it was pruned; the seconds that takes count in the trial's ``overhead_seconds``, being no training)."""
     import trainer
     from studies import study_infra
 
@@ -208,8 +211,11 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
         board.hparams = params_dict(params)
         sink = trainer.FanOut(run, board)
 
+    built: list[Any] = []
+
     def fit(config: Any, infra: Any) -> Any:
         model = ctx.study.build_model(params, ctx.data)
+        built[:] = [model]
         progress.watch(model)  # every finished training or validation batch is progress, as is every step
         return trainer.fit(model, ctx.search_train, ctx.data.val, ctx.data.task, config, infra=infra, hooks=[hook],
                            sink=sink, on_step=progress.step)  # fmt: skip
@@ -217,4 +223,7 @@ def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir
     result = fit_or_start_over(fit, config, infra, f"trial {trial.number}")
     if ctx.gang is not None:
         trial.set_user_attr("epochs_run_per_rank", ctx.gang.gather_epochs(result.epochs_run))
-    return result
+    deployment = deployment_metrics(built[0], ctx.data.val, result, mixed_precision=config.mixed_precision,
+                                    batch=ctx.record.settings.latency_batch,
+                                    timed=hook.pruned_epoch is None)  # fmt: skip
+    return result, deployment

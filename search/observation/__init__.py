@@ -21,6 +21,7 @@ from search.observation._summary import overhead_stats, print_start_header, stud
 from search.observation._trials import (
     SortKey,
     TrialRow,
+    deployment_text,
     failure_reasons,
     metric_names,
     parse_sort,
@@ -43,6 +44,7 @@ __all__ = [
     "TrialRow",
     "check_port_free",
     "dashboard_server",
+    "deployment_text",
     "duration",
     "experiment_path",
     "failure_reasons",

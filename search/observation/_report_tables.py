@@ -39,13 +39,18 @@ class Section:
 _SPEED = (("samples_per_second", "samples/s"), ("model_tflops", "TFLOP/s"), ("mfu", "MFU"),
           ("peak_memory_mb", "peak MiB"))  # fmt: skip
 """Trial attributes shown as columns when some trial has them (MFU and memory: GPU trials only)."""
+_DEPLOYMENT = (("params", "params"), ("flops_per_sample", "FLOPs/sample"), ("latency_ms", "latency ms"),
+               ("latency_ms_batch", "ms/sample, batch"), ("peak_rss_mb", "peak RSS MiB"))  # fmt: skip
+"""Final metrics shown as columns when some trial has them: what its model costs to deploy."""
 
 
 def trials_table(rows: list[TrialRow], run_link: Any) -> str:
     """One row per trial, a column per parameter; a click on a header sorts by it (inline script)."""
     names = sorted({name for r in rows for name in r.params})
     speed = [(key, title) for key, title in _SPEED if any(key in r.extra for r in rows)]
-    header = ["trial", "state", "value", *names, "epochs", "duration", *(t for _, t in speed), "worker", "MLflow run"]
+    deploy = [(key, title) for key, title in _DEPLOYMENT if any(key in r.metrics for r in rows)]
+    header = ["trial", "state", "value", *names, "epochs", "duration", *(t for _, t in speed), *(t for _, t in deploy),
+              "worker", "MLflow run"]  # fmt: skip
     lines = []
     for r in rows:
         cells = [
@@ -53,6 +58,7 @@ def trials_table(rows: list[TrialRow], run_link: Any) -> str:
             *(_cell(r.params.get(n), _short(r.params.get(n))) for n in names), _cell(r.epochs),
             _cell(r.duration_seconds, "-" if r.duration_seconds is None else seconds_text(r.duration_seconds)),
             *(_cell(r.extra.get(key), _short(r.extra.get(key))) for key, _ in speed),
+            *(_cell(r.metrics.get(key), _short(r.metrics.get(key))) for key, _ in deploy),
             _cell(r.worker or "-"),
             f'<td data-sort="{html.escape(r.mlflow_run_id or "")}">{run_link(r.mlflow_run_id)}</td>',
         ]  # fmt: skip

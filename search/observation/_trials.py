@@ -138,7 +138,7 @@ def _cell(value: Any) -> str:
 
 
 SORT_FIELDS = ("value", "duration", "epochs")
-_LOWER_IS_BETTER = ("loss", "perplexity", "error", "mse", "mae", "rmse")
+_LOWER_IS_BETTER = ("loss", "perplexity", "error", "mse", "mae", "rmse", "latency", "params", "flops", "_mb")
 
 
 @dataclass(frozen=True)
@@ -151,13 +151,17 @@ class SortKey:
 
 
 def metric_names(rows: list[TrialRow]) -> list[str]:
-    return sorted({name for r in rows for name in r.metrics})
+    """The final metrics some trial has: the model's, by name, then its deployment metrics."""
+    from search.tracking import DEPLOYMENT_METRICS
+
+    names = {name for r in rows for name in r.metrics}
+    return sorted(names - set(DEPLOYMENT_METRICS)) + [name for name in DEPLOYMENT_METRICS if name in names]
 
 
 def parse_sort(spec: str, rows: list[TrialRow], metric: str, direction: str) -> SortKey:
     """``NAME`` or ``NAME:asc|desc``. Without an order: the objective's direction for ``value`` (and
-    for the study's metric), ascending for duration, epochs and loss- or error-like metrics,
-    descending for the rest (accuracy, F1)."""
+    for the study's metric), ascending for duration, epochs, loss- or error-like metrics and
+    deployment costs (latency, params, FLOPs, memory), descending for the rest (accuracy, F1)."""
     from search.exceptions import SearchError
 
     name, _, order = spec.partition(":")
@@ -187,3 +191,29 @@ def sort_rows(rows: list[TrialRow], key: SortKey, top: int | None = None) -> lis
     have.sort(key=lambda r: sort_value(r, key.name) or 0.0, reverse=key.descending)
     ordered = have + missing
     return ordered if top is None else ordered[:top]
+
+
+def deployment_text(metrics: dict[str, float], batch: int | None) -> str:
+    """A model's deployment metrics in a line (``search best``): ``26.4k params, 52.7k FLOPs/sample,
+    latency 0.052 ms (batch 1), 0.0038 ms/sample (batch 64), peak RSS 512 MiB``; empty without any."""
+    parts = []
+    if "params" in metrics:
+        parts.append(f"{_si(metrics['params'])} params")
+    if "flops_per_sample" in metrics:
+        parts.append(f"{_si(metrics['flops_per_sample'])} FLOPs/sample")
+    if "latency_ms" in metrics:
+        parts.append(f"latency {metrics['latency_ms']:.3g} ms (batch 1)")
+    if "latency_ms_batch" in metrics:
+        parts.append(f"{metrics['latency_ms_batch']:.3g} ms/sample (batch {batch or '?'})")
+    if "peak_memory_mb" in metrics:
+        parts.append(f"peak GPU memory {metrics['peak_memory_mb']:.0f} MiB")
+    if "peak_rss_mb" in metrics:
+        parts.append(f"peak RSS {metrics['peak_rss_mb']:.0f} MiB")
+    return ", ".join(parts)
+
+
+def _si(value: float) -> str:
+    for size, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"

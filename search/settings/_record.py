@@ -48,6 +48,10 @@ class SearchSettings:
     select: str = "first"
     """Which trial is the champion (``--select``): ``first``, the best first objective among feasible
     trials, or ``knee``, the Pareto front's point nearest the utopia point (``search/settings/_selection.py``)."""
+    latency_batch: int = 64
+    """Rows of the batch at which every complete trial's inference latency per sample is measured
+    (``latency_ms_batch``, beside ``latency_ms`` at batch 1): one batch for the whole study, so trials
+    compare whatever batch size each trained with."""
 
 
 def parse_patience(value: object) -> str:

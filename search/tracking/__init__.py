@@ -1,5 +1,6 @@
 """MLflow: the study's parent run, a run per trial, and the retrained best model in the registry."""
 
+from search.tracking._deployment import DEPLOYMENT_METRICS, deployment_metrics
 from search.tracking._parent import open_parent_run, record_on_parent
 from search.tracking._portable import FORMATS, ExportCheck, download_portable, log_portable
 from search.tracking._profile import ProfileResult, profile_trial
@@ -29,6 +30,7 @@ __all__ = [
     "CHAMPION",
     "DEFAULT_TOLERANCE",
     "Champion",
+    "DEPLOYMENT_METRICS",
     "FORMATS",
     "ExportCheck",
     "Measurement",
@@ -42,6 +44,7 @@ __all__ = [
     "StudyRuns",
     "Tracker",
     "delete_study_runs",
+    "deployment_metrics",
     "download_portable",
     "export_model",
     "find_study_runs",

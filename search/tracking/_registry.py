@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
+from search.tracking._deployment import DEPLOYMENT_METRICS
 from search.tracking._retrain import CHAMPION
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class Champion:
     test_metrics: dict[str, float] = field(default_factory=dict)
     exports: dict[str, str] = field(default_factory=dict)
     """``onnx``/``torchscript``: ``ok`` or why there is no file."""
+    deployment: dict[str, float] = field(default_factory=dict)
+    """Its deployment metrics as the retrain measured them (``params``, ``latency_ms``, ...)."""
 
 
 def read_champion(tracker: Tracker, model_name: str) -> Champion | None:
@@ -46,6 +49,7 @@ def read_champion(tracker: Tracker, model_name: str) -> Champion | None:
         model_name, str(version.version), str(version.run_id), int(source) if source is not None else None,
         {k: v for k, v in run.data.metrics.items() if k.startswith("test_")},
         {k.removeprefix("hpsearch.export."): v for k, v in run.data.tags.items() if k.startswith("hpsearch.export.")},
+        {k: run.data.metrics[k] for k in DEPLOYMENT_METRICS if k in run.data.metrics},
     )  # fmt: skip
 
 

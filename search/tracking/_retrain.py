@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.settings import champion_number, gate_objective, load_study, params_dict
+from search.tracking._deployment import deployment_metrics
 from search.tracking._portable import log_portable
 from search.tracking._replay import fit_schedule, replay_schedule, schedule_json
 from search.tracking._tracker import Tracker
@@ -124,7 +125,8 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
         {"retrain": "true", "hpsearch.source_trial": best.number},
     )  # fmt: skip
     run_id = str(run.run_id)  # start_child returns a created run
-    run.log_params({"trial_number": best.number, **params_dict(params)})  # sent with the first epoch
+    run.log_params({"trial_number": best.number, **params_dict(params),  # sent with the first epoch
+                    "latency_batch": record.settings.latency_batch})  # fmt: skip
     schedule = replay_schedule(coordinator, best, record.search_epochs, study.full_fidelity.epochs)
     replayed = {"hpsearch.pbt_schedule": schedule_json(schedule)} if len(schedule) > 1 else {}
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
@@ -140,7 +142,10 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
         k.replace("val_", "test_", 1): v
         for k, v in trainer.evaluate(model, data.test, data.task, config, infra=infra).items()
     }
-    tracker.log_metrics(run_id, test_metrics)
+    # On the training device, before the export moves the model to the CPU.
+    deployment = deployment_metrics(model, data.test, result, mixed_precision=config.mixed_precision,
+                                    batch=record.settings.latency_batch, timed=True)  # fmt: skip
+    tracker.log_metrics(run_id, test_metrics | deployment)
     _log_test_artifacts(tracker, run_id, model, data)
     clock = _phase(progress, "tested", ", ".join(f"{k} {v:.4g}" for k, v in sorted(test_metrics.items())), clock)
     exports = log_portable(tracker, run_id, export_model(model, data), data)
@@ -149,6 +154,8 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     )
     model_name = coordinator.study_name
     version = _log_and_register(tracker, run_id, model, data, model_name)
+    for key, value in deployment.items():  # what serving it costs, where the registry shows it
+        tracker.client.set_model_version_tag(model_name, version, f"hpsearch.{key}", f"{value:g}")
     _phase(progress, "registered", f"MLflow model {model_name!r} version {version}", clock)
     gate = gate_objective(record.goals(), record.metric, record.direction)  # a model metric the test set has
     test_key = gate.metric.replace("val_", "test_", 1)

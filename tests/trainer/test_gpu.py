@@ -32,6 +32,10 @@ def test_a_fit_learns_in_each_precision_and_reports_its_speed(precision: str) ->
     assert last["val_accuracy"] >= 0.9, result.history
     assert next(model.parameters()).device.type == "cuda"
     assert last["peak_memory_mb"] > 0 and last["model_tflops"] > 0
+    assert result.peak_memory_mb == max(h["peak_memory_mb"] for h in result.history)
+    measured = trainer.measure_deployment(model, blobs(8, seed=2), batch=256, mixed_precision=precision)
+    assert measured.device.startswith("cuda") and measured.latency_ms is not None and measured.latency_ms > 0
+    assert measured.latency_ms_batch is not None and measured.latency_ms_batch < measured.latency_ms
     assert sum(h["skipped_steps"] for h in result.history) <= (3 if precision == "fp16" else 0)
     if "mfu" in last:  # a GPU in the peak table
         assert 0 < last["mfu"] < 1

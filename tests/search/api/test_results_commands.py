@@ -93,9 +93,18 @@ def test_best_gives_the_best_trial_and_the_champion(retrained, warm_cli):
     assert champion["version"] == "1" and champion["source_trial"] == top.number
     assert {"test_loss", "test_accuracy"} <= set(champion["test_metrics"])
     assert champion["exports"] == {"onnx": "ok", "torchscript": "ok"}
+    # Re-measured on the full-scale model; the registered version carries them too.
+    assert champion["deployment"]["params"] == top.user_attrs["final_metrics"]["params"]  # same architecture
+    assert champion["deployment"]["latency_ms"] > 0 and result["metrics"]["latency_ms"] > 0
     text = warm_cli("best", "--study", "resmlp", cwd=retrained, check=True).stdout
     assert f"best trial {top.number}" in text and "champion: resmlp version 1" in text
     assert "  exports: onnx ok, torchscript ok" in text
+    assert text.count("  deployment: ") == 2 and "ms/sample (batch 64)" in text
+    from mlflow import MlflowClient
+
+    version = MlflowClient(f"sqlite:///{retrained}/.search/mlflow.db").get_model_version("resmlp", "1")
+    assert float(version.tags["hpsearch.latency_ms"]) == pytest.approx(champion["deployment"]["latency_ms"], rel=1e-5)
+    assert float(version.tags["hpsearch.params"]) == champion["deployment"]["params"]
 
 
 @pytest.mark.slow
@@ -128,6 +137,7 @@ def test_the_report_shows_the_champion_and_every_trial(retrained, warm_cli):
     page = (retrained / "r.html").read_text()
     assert "Registered model resmlp version 1 (retrained trial" in page and "test_accuracy" in page
     assert "Exports: onnx ok, torchscript ok." in page
+    assert "latency ms" in page and "FLOPs/sample" in page  # the trials table's deployment columns
     assert page.count('<tr class="complete">') + page.count('<tr class="pruned">') == 2
 
 

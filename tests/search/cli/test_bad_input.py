@@ -42,6 +42,7 @@ def _assert_one_line_error(proc, fragment: str) -> None:
             ["--trials", "5", "--checkpoint-every", "-1"],
             "--checkpoint-every must be >= 0 seconds (0: every epoch), got -1",
         ),
+        (["--trials", "5", "--latency-batch", "0"], "--latency-batch must be a positive number of rows, got 0"),
     ],
 )
 def test_bad_start_flags(cli, tmp_path, args, fragment):

@@ -84,6 +84,7 @@ def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, res
     ("flags", "fragment"),
     [
         (["--seed", "5"], "--seed 5 differs from the study's stored --seed 4"),
+        (["--latency-batch", "8"], "--latency-batch 8 differs from the study's stored --latency-batch 64"),
         (["--study-option", "epochs=3"], "differs from the study's stored options epoch_seconds=0,epochs=2"),
     ],
 )

@@ -42,6 +42,15 @@ def test_exactly_the_budget_of_trials_finished_some_pruned(finished_search):
     assert {t.user_attrs["worker"] for t in trials} and all("epochs_run" in t.user_attrs for t in trials)
     finished = [t for t in trials if t.state != TrialState.FAIL]
     assert finished and all(t.user_attrs["model_tflops"] > 0 for t in finished)  # no mfu on a CPU
+    # What each model costs to deploy, beside its validation metrics; a pruned one is not timed.
+    for t in finished:
+        final = t.user_attrs["final_metrics"]
+        assert final["params"] > 1000 and final["peak_rss_mb"] > 0 and "val_accuracy" in final
+        timed = {"flops_per_sample", "latency_ms", "latency_ms_batch"}
+        assert timed <= set(final) if t.state == TrialState.COMPLETE else not timed & set(final)
+        if t.state == TrialState.COMPLETE:  # a forward is at least a multiply-add per weight
+            assert final["latency_ms"] > 0 and final["latency_ms_batch"] > 0
+            assert final["flops_per_sample"] > final["params"]
 
 
 def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
@@ -66,6 +75,10 @@ def test_every_trial_is_a_child_run_with_a_validation_curve(finished_search):
         assert run.data.tags["hpsearch.state"] == trial.state.name
         assert "lr" in run.data.params and "lr" in run.data.metrics and "grad_norm" in run.data.metrics
         assert {"grad_norm_max", "skipped_steps", "nonfinite_grad_norms", "model_tflops"} <= set(run.data.metrics)
+        final = trial.user_attrs["final_metrics"]
+        for name in ("params", "flops_per_sample", "latency_ms", "latency_ms_batch", "peak_rss_mb"):
+            assert run.data.metrics.get(name) == final.get(name), name  # both or neither (pruned: not timed)
+        assert trial.state.name != "COMPLETE" or run.data.params["latency_batch"] == "64"
     pruned = [r for r in children if r.data.tags["hpsearch.state"] == "PRUNED"]
     assert pruned and all("hpsearch.pruned_epoch" in r.data.tags for r in pruned)
     assert "best_value" in parents[0].data.metrics

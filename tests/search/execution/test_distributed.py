@@ -145,6 +145,9 @@ def test_two_process_sharded_trial_prunes_every_rank_at_the_same_epoch(pg_url, t
         assert ranks == [trial.user_attrs["epochs_run"]] * 2, (trial.number, ranks)
     assert all(t.user_attrs["epochs_run"] == max(t.intermediate_values) <= 4 for t in pruned)
     assert min(t.user_attrs["epochs_run"] for t in pruned) < 4  # pruning stopped a group early
+    # A sharded model's forward is a collective: rank 0 counts its parameters but does not time it.
+    finals = [t.user_attrs["final_metrics"] for t in trials]
+    assert all(f["params"] > 1000 and "latency_ms" not in f for f in finals), finals
 
 
 def test_trials_that_break_a_process_group_cost_only_themselves(pg_url, tmp_path):
@@ -211,6 +214,8 @@ def test_a_trial_over_two_nodes_prunes_both_at_the_same_epoch(pg_url, tmp_path):
     assert pruned, "the median pruner pruned nothing"
     assert all(t.user_attrs["epochs_run"] == max(t.intermediate_values) <= 4 for t in pruned)
     assert min(t.user_attrs["epochs_run"] for t in pruned) < 4  # pruning stopped both nodes early
+    complete = [t.user_attrs["final_metrics"] for t in trials if t.state == TrialState.COMPLETE]
+    assert complete and all(f["latency_ms"] > 0 for f in complete), complete  # rank 0 times its DDP model alone
 
 
 @pytest.mark.parametrize("lost", ["the other node", "rank 0's node"])
