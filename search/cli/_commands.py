@@ -143,9 +143,9 @@ def status(**kwargs: Any) -> None:
     click.echo("\n".join(snap.lines()))
     if snap.paused or snap.evicted:  # freeze-thaw: what the paused trials' checkpoints take here
         (folders, size), bound = paused_checkpoints(coordinator, loc.checkpoint_root), paused_disk_bound(coordinator)
-        limit = "unbounded" if bound is None else f"bounded to {bound / 2**20:.1f} MiB (asha:disk)"
+        limit = "unbounded" if bound is None else f"bounded to {bound / 2**20:.3g} MiB (asha:disk)"
         click.echo(f"  paused trials' checkpoints under {loc.checkpoint_root}: {size / 2**20:.1f} MiB in {folders} "
-                   f"folders, {limit}; {snap.evicted} evicted so far (removed when the study ends)")  # fmt: skip
+                   f"folders (removed when the study ends), {limit}; {snap.evicted} evicted")  # fmt: skip
     if snap.done and champion is None:
         click.echo("  done; no champion registered yet (`search retrain` trains the best trial and registers it)")
     elif champion is not None:
