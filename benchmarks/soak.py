@@ -430,7 +430,10 @@ def tally(url: str, budget: int) -> dict[str, int]:
         "resumed": sum(t.user_attrs.get("resumed_from_epoch", 0) > 0 for t in retries),
         "retried": len(retries),
         "stood_down": sum(stood_down(t) for t in trials),
-        "paused": sum(t.state.name == "PRUNED" and "paused_at" in t.user_attrs for t in trials),
+        # Every pause, the evicted ones (``asha:disk``: no longer paused) included.
+        "paused": sum(
+            t.state.name == "PRUNED" and bool({"paused_at", "paused_evicted"} & set(t.user_attrs)) for t in trials
+        ),  # fmt: skip
         # A resumption continues the paused attempt it names; a retry of one inherits the name.
         "resumptions": sum("resumed_from" in t.user_attrs and first_of_continuation(t) for t in trials),
         # A retry of a resumed trial (its worker died while it trained) inherits ``resumed_from``.
@@ -442,6 +445,7 @@ def tally(url: str, budget: int) -> dict[str, int]:
         ),
         "never_resumed": len(paused_now(trials)),
         "evicted": sum(t.state.name == "PRUNED" and "paused_evicted" in t.user_attrs for t in trials),
+        "evicted_continued": sum("paused_evicted" in t.user_attrs and t.number in taken for t in trials),
         # Population-based training: replaced attempts, and the copies that continue them (a copy's
         # retry after a kill inherits its lineage: only the copy itself starts from the copied epoch).
         "replaced": sum(t.state.name == "PRUNED" and "exploited_at" in t.user_attrs for t in trials),
@@ -517,7 +521,8 @@ def main() -> None:
               f"{soak.paused_checks} times ({len(soak.paused_seen)} paused attempts seen), missing "
               f"{len(soak.missing)}")  # fmt: skip
     if args.pruner.split(":")[0] == "asha" and "disk=" in args.pruner:
-        print(f"asha:disk: {counts['evicted']} paused trials' checkpoints evicted")
+        print(f"asha:disk: {counts['evicted']} paused trials' checkpoints evicted, {counts['evicted_continued']} "
+              "of them continued all the same")  # fmt: skip
     if args.pruner.split(":")[0] == "pbt":
         print(
             f"population-based training: {counts['replaced']} trials replaced, {counts['copies']} copies, "
@@ -530,7 +535,7 @@ def main() -> None:
     print(f"workers that exited non-zero by themselves (the soak's SIGKILLs aside): {exits}")
     ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
     ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits and not soak.missing and not soak.live_missing
-    ok = ok and counts["copies_started_elsewhere"] == 0
+    ok = ok and counts["copies_started_elsewhere"] == counts["evicted_continued"] == 0
     sys.exit(0 if ok and code == 0 else 1)
 
 
