@@ -57,7 +57,8 @@ def follow_view(coordinator: Coordinator, follower: Any, interval: float = 1.0,
     checkpoint): the line that says so, instead of waiting forever.
 
     Example:
-        >>> follow_view(Coordinator.existing(url, "resmlp-1"), PlainFollower(coordinator))  # doctest: +SKIP
+        >>> coordinator = Coordinator.existing(url, "resmlp-1")  # doctest: +SKIP
+        >>> follow_view(coordinator, PlainFollower(coordinator))  # doctest: +SKIP
     """
     nobody_s = NOBODY_S if nobody_s is None else nobody_s
     idle_since: float | None = None
