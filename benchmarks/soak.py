@@ -21,7 +21,11 @@ no later attempt continues (a resumption names the paused attempt in ``resumed_f
 the attempt it follows last in ``retry_history``); a COMPLETE attempt that is continued, or two
 final attempts, count as duplicated. While the study runs the soak also checks, every few seconds,
 that every paused trial not yet resumed still has its checkpoint folder (``trial-N``), and prints
-how many checkpoints of paused trials went missing.
+how many checkpoints of paused trials went missing; and that every running attempt that has reported
+an epoch still has its checkpoint folder. With ``asha:...,disk=SIZE`` it counts the paused trials whose
+checkpoints were evicted (they end pruned, no longer paused). With ``--pruner pbt[:...]``
+(population-based training; the sleep study's ``lr`` is mutable) a replaced attempt is continued by
+its copy, and the soak counts the copies that did not start from the epoch they copied.
 
 and the MLflow runs by status (a dead attempt's run ends KILLED; none may be left RUNNING), and the
 workers that exited non-zero by themselves (the database restarts are outages they ride out: none).
@@ -35,6 +39,8 @@ running).
     python benchmarks/soak.py --pause-every 10 --mlflow-server --seed 1   # the whole round-two soak
     python benchmarks/soak.py --trials 60 --workers 4 --kill-every 10 --pause-every 10 --pg-restarts 0 \
         --pruner asha:min=1,factor=2 --sampler random --epochs 16   # freeze-thaw: trials pause and resume
+    python benchmarks/soak.py --trials 40 --workers 3 --kill-every 10 --pause-every 10 --pg-restarts 0 \
+        --pruner pbt:interval=2,min_trials=3 --sampler random --epochs 8   # population-based training
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy
+
+from search.observation import continued_attempts, paused_now
 
 ROOT = Path(__file__).resolve().parents[1]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
@@ -128,7 +136,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mlflow-restarts", type=int, default=2)
     parser.add_argument("--mlflow-down", type=float, default=20, help="seconds the tracking server stays down")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--pruner", default="none", help="the study's --pruner, e.g. asha:min=1,factor=2 [none]")
+    parser.add_argument("--pruner", default="none", help="the study's --pruner, e.g. asha:min=1,factor=2 or pbt [none]")
     parser.add_argument("--sampler", default="tpe", help="the study's --sampler (random: more resumptions) [tpe]")
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
@@ -161,6 +169,8 @@ class Soak:
         self.paused_checks = 0  # looks at the paused trials' checkpoints while the study ran
         self.paused_seen: set[int] = set()  # paused attempts seen (their numbers)
         self.missing: set[int] = set()  # logical trials whose checkpoints went missing while paused
+        self.live_seen: set[int] = set()  # running attempts seen with a checkpoint (their numbers)
+        self.live_missing: set[int] = set()  # running attempts whose checkpoints went missing
 
     def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(self.logs / log, "ab") as out:
@@ -359,45 +369,34 @@ def stood_down(trial: Any) -> bool:
     return str(trial.user_attrs.get("fail_reason", "")).startswith("not needed")
 
 
-def continued(trials: list[Any]) -> set[int]:
-    """The attempts a later attempt continues: a resumption names its paused attempt in
-    ``resumed_from``, a retry lists the attempt it follows last in ``retry_history``."""
-    out: set[int] = set()
-    for trial in trials:
-        if stood_down(trial):
-            continue
-        if "resumed_from" in trial.user_attrs:
-            out.add(int(trial.user_attrs["resumed_from"]))
-        if trial.system_attrs.get("retry_history"):
-            out.add(int(trial.system_attrs["retry_history"][-1]))
-    return out
-
-
-def paused_now(trials: list[Any]) -> dict[int, Any]:
-    """Logical trial -> its paused attempt that no attempt continues yet."""
-    taken = continued(trials)
-    return {logical(t): t for t in trials
-            if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in taken}  # fmt: skip
-
-
 def check_paused_checkpoints(soak: Soak) -> None:
-    """Every paused trial not yet resumed must still have its checkpoints. A folder that is missing
-    counts only if the trial is still paused after the look and the study still runs (its last
-    worker removes the checkpoints of the paused trials nobody resumed once it is over)."""
+    """Every paused trial not yet resumed must still have its checkpoints, and every running attempt
+    that has reported an epoch (its checkpoint is written before the report) its folder. A folder
+    that is missing counts only if the trial is still paused (the same attempt running) after the
+    look and the study still runs (its last worker removes the checkpoints of the paused trials
+    nobody resumed once it is over; ``asha:disk`` removes those it evicts, no longer paused)."""
     try:
-        before = paused_now(read_trials(soak.url))
+        trials = read_trials(soak.url)
+        before = paused_now(trials)
+        running = {t.number: t for t in trials if t.state.name == "RUNNING" and t.intermediate_values}
         gone = {n for n in before if not (soak.checkpoints / f"trial-{n}").is_dir()}
+        live_gone = {n for n, t in running.items() if not (soak.checkpoints / f"trial-{logical(t)}").is_dir()}
         after = read_trials(soak.url)
     except Exception:  # noqa: BLE001 - a look that failed is skipped, not a fault of the study
         return
     soak.paused_checks += 1
     soak.paused_seen |= {t.number for t in before.values()}
+    soak.live_seen |= set(running)
     still = paused_now(after)
     if any(t.state.name in ("RUNNING", "WAITING") for t in after):
         lost = {n for n in gone if n in still and still[n].number == before[n].number}
         if lost - soak.missing:
             print(f"  checkpoints of paused trials {sorted(lost - soak.missing)} are missing", flush=True)
         soak.missing |= lost
+    live_lost = {t.number for t in after if t.number in live_gone and t.state.name == "RUNNING"}
+    if live_lost - soak.live_missing:
+        print(f"  checkpoints of running attempts {sorted(live_lost - soak.live_missing)} are missing", flush=True)
+    soak.live_missing |= live_lost
 
 
 def tally(url: str, budget: int) -> dict[str, int]:
@@ -409,7 +408,7 @@ def tally(url: str, budget: int) -> dict[str, int]:
     # attempt is continued by its resumption, a dead one by its retry). A retry queued while its
     # trial's own tell was landing stands down as FAIL ("not needed: trial N finished") after that
     # attempt: it is bookkeeping, not a lost trial (nor a final attempt).
-    taken = continued(trials)
+    taken = continued_attempts(trials)
     finals = {n: [t for t in tries if t.number not in taken and not stood_down(t)] for n, tries in attempts.items()}
     final = {n: max(ends or tries, key=lambda t: t.number) for (n, ends), tries in zip(finals.items(),
              attempts.values(), strict=True)}  # fmt: skip
@@ -431,13 +430,12 @@ def tally(url: str, budget: int) -> dict[str, int]:
         "resumed": sum(t.user_attrs.get("resumed_from_epoch", 0) > 0 for t in retries),
         "retried": len(retries),
         "stood_down": sum(stood_down(t) for t in trials),
-        "paused": sum(t.state.name == "PRUNED" and "paused_at" in t.user_attrs for t in trials),
+        # Every pause, the evicted ones (``asha:disk``: no longer paused) included.
+        "paused": sum(
+            t.state.name == "PRUNED" and bool({"paused_at", "paused_evicted"} & set(t.user_attrs)) for t in trials
+        ),  # fmt: skip
         # A resumption continues the paused attempt it names; a retry of one inherits the name.
-        "resumptions": sum(
-            "resumed_from" in t.user_attrs
-            and t.user_attrs["resumed_from"] == (t.system_attrs.get("retry_history") or [None])[-1]
-            for t in trials
-        ),
+        "resumptions": sum("resumed_from" in t.user_attrs and first_of_continuation(t) for t in trials),
         # A retry of a resumed trial (its worker died while it trained) inherits ``resumed_from``.
         "resumed_retried": sum(
             "resumed_from" in t.user_attrs
@@ -446,7 +444,23 @@ def tally(url: str, budget: int) -> dict[str, int]:
             for t in trials
         ),
         "never_resumed": len(paused_now(trials)),
+        "evicted": sum(t.state.name == "PRUNED" and "paused_evicted" in t.user_attrs for t in trials),
+        "evicted_continued": sum("paused_evicted" in t.user_attrs and t.number in taken for t in trials),
+        # Population-based training: replaced attempts, and the copies that continue them (a copy's
+        # retry after a kill inherits its lineage: only the copy itself starts from the copied epoch).
+        "replaced": sum(t.state.name == "PRUNED" and "exploited_at" in t.user_attrs for t in trials),
+        "copies": len(copies := [t for t in trials if "pbt_epoch" in t.user_attrs and first_of_continuation(t)]),
+        "copies_started_elsewhere": sum(
+            t.state.name in ("COMPLETE", "PRUNED")
+            and t.user_attrs.get("resumed_from_epoch") != t.user_attrs["pbt_epoch"]
+            for t in copies
+        ),
     }
+
+
+def first_of_continuation(trial: Any) -> bool:
+    """A continuation itself (a resumption, a copy), not the retry of one after its worker died."""
+    return trial.user_attrs.get("resumed_from") == (trial.system_attrs.get("retry_history") or [None])[-1]
 
 
 def mlflow_runs(project: Path, server: MlflowServer | None) -> dict[str, int]:
@@ -506,11 +520,22 @@ def main() -> None:
               f"{counts['never_resumed']} paused trials never resumed; checkpoints of paused trials looked at "
               f"{soak.paused_checks} times ({len(soak.paused_seen)} paused attempts seen), missing "
               f"{len(soak.missing)}")  # fmt: skip
+    if args.pruner.split(":")[0] == "asha" and "disk=" in args.pruner:
+        print(f"asha:disk: {counts['evicted']} paused trials' checkpoints evicted, {counts['evicted_continued']} "
+              "of them continued all the same")  # fmt: skip
+    if args.pruner.split(":")[0] == "pbt":
+        print(
+            f"population-based training: {counts['replaced']} trials replaced, {counts['copies']} copies, "
+            f"{counts['copies_started_elsewhere']} of the finished copies did not start from the copied epoch"
+        )
+    print(f"checkpoints of running attempts looked at {soak.paused_checks} times ({len(soak.live_seen)} attempts "
+          f"seen), missing {len(soak.live_missing)}")  # fmt: skip
     print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
     exits = ", ".join(f"{n} with {code}" for code, n in sorted(soak.failed_exits.items())) or "none"
     print(f"workers that exited non-zero by themselves (the soak's SIGKILLs aside): {exits}")
     ok = counts["requested"] == counts["finished"] and counts["lost"] == counts["duplicated"] == counts["running"] == 0
-    ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits and not soak.missing
+    ok = ok and runs.get("RUNNING", 0) == 0 and not soak.failed_exits and not soak.missing and not soak.live_missing
+    ok = ok and counts["copies_started_elsewhere"] == counts["evicted_continued"] == 0
     sys.exit(0 if ok and code == 0 else 1)
 
 

@@ -55,7 +55,7 @@ from storage._optuna_internals import (
     warmup_steps,
     wrapped_pruner,
 )
-from storage._paused import paused_trials, values_at
+from storage._paused import evict_paused, paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (
@@ -131,6 +131,7 @@ __all__ = [
     "pop_waiting_trial",
     "prepare_sqlite_tracking",
     "resolve_tracking",
+    "evict_paused",
     "paused_trials",
     "retried_trial_numbers",
     "values_at",

@@ -13,23 +13,25 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
-# Physical trials by state, how many are retries and paused attempts; one study user attribute
+# Physical trials by state, how many are retries, paused attempts and evicted ones; one study user attribute
 # (``:key``, none when NULL) and the paused attempts resumed since ride on an extra row whose state is
 # NULL (a study with no trials has no other row). Those are counted by the attempts that resumptions
 # name in ``resumed_from``, each once: the retry of a resumption whose worker died names it too.
 _COUNTS = sqlalchemy.text(
     """
-    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS paused,
+    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS paused, 0 AS evicted,
            (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
             JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
     SELECT t.state, count(*) AS n,
            sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries,
-           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused, 0 AS resumed, NULL AS attr
+           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused,
+           sum(CASE WHEN e.trial_id IS NULL THEN 0 ELSE 1 END) AS evicted, 0 AS resumed, NULL AS attr
     FROM trials t
     LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
     LEFT JOIN trial_user_attributes p ON p.trial_id = t.trial_id AND p.key = 'paused_at' AND t.state = 'PRUNED'
+    LEFT JOIN trial_user_attributes e ON e.trial_id = t.trial_id AND e.key = 'paused_evicted' AND t.state = 'PRUNED'
     WHERE t.study_id = :sid
     GROUP BY t.state
     """
@@ -46,6 +48,8 @@ class TrialCounts:
     """Paused attempts resumed since (freeze-thaw): each is continued by one resumption."""
     paused_attempts: int = 0
     """PRUNED attempts that paused, resumed since or not."""
+    evicted: int = 0
+    """Paused trials whose checkpoints went to keep the paused trials' disk within its bound: pruned."""
 
     def state(self, name: str) -> int:
         return self.by_state.get(name, 0)
@@ -102,6 +106,6 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
     raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    retries, paused = (sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "paused"))
-    counts = TrialCounts(by_state, retries, int(extra.resumed or 0), paused)
+    retries, paused, evicted = (sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "paused", "evicted"))
+    counts = TrialCounts(by_state, retries, int(extra.resumed or 0), paused, evicted)
     return counts, None if raw is None else json.loads(raw)

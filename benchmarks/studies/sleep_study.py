@@ -44,6 +44,7 @@ class SleepStudy:
     name = "sleep"
     metric = "val_loss"
     direction = "minimize"
+    mutable_params = {"lr": "lr"}  # population-based training (the soak's `--pruner pbt`) may change it
 
     def __init__(self, epoch_seconds: float = 0.1, epochs: int = 3) -> None:
         self.epoch_seconds = float(epoch_seconds)

@@ -157,6 +157,9 @@ def _shown_tracking(loc: Locations) -> bool:
 
 
 def _paused(summary: dict[str, Any]) -> str:
-    """`` (3 paused ...)`` when freeze-thaw left paused trials that no worker resumed: they end pruned."""
-    paused = summary.get("paused") or 0
-    return f" ({paused} paused, never resumed)" if paused else ""
+    """`` (3 paused ...)`` when freeze-thaw left paused trials that no worker resumed, or evicted some
+    paused trials' checkpoints: they end pruned."""
+    paused, evicted = summary.get("paused") or 0, summary.get("evicted") or 0
+    notes = [f"{paused} paused, never resumed"] if paused else []
+    notes += [f"{evicted} paused whose checkpoints were evicted (asha:disk)"] if evicted else []
+    return f" ({'; '.join(notes)})" if notes else ""

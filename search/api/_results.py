@@ -113,9 +113,17 @@ def champion_to_serve(coordinator: Coordinator, loc: Locations) -> tuple[str, st
 def paused_checkpoints(coordinator: Coordinator, root: Path) -> tuple[int, int]:
     """How many folders the study's paused trials (freeze-thaw) keep under ``root``, and their bytes."""
     import storage as st
+    from search.execution import folder_bytes
     from search.settings import PAUSED_AT_ATTR, study_dir
 
     paused = st.paused_trials(coordinator.storage.engine, coordinator.study_id(), PAUSED_AT_ATTR)
     folders = [study_dir(root, coordinator.study_name) / f"trial-{n}" for n in paused]
     present = [f for f in folders if f.is_dir()]
-    return len(present), sum(p.stat().st_size for f in present for p in f.rglob("*") if p.is_file())
+    return len(present), sum(folder_bytes(f) for f in present)
+
+
+def paused_disk_bound(coordinator: Coordinator) -> int | None:
+    """The bytes the study's paused trials' checkpoints may take (``asha:disk``); None: unbounded."""
+    from search.settings import parse_pruner
+
+    return parse_pruner(coordinator.read_record().settings.pruner).values.get("disk") or None

@@ -128,7 +128,7 @@ def status(**kwargs: Any) -> None:
     from dataclasses import asdict
 
     from search.api._open import open_existing_with_locations
-    from search.api._results import paused_checkpoints
+    from search.api._results import paused_checkpoints, paused_disk_bound
     from search.observation import snapshot
     from search.tracking import Tracker, read_champion
 
@@ -141,10 +141,11 @@ def status(**kwargs: Any) -> None:
                                "champion": None if champion is None else asdict(champion)}, indent=2))  # fmt: skip
         return
     click.echo("\n".join(snap.lines()))
-    if snap.paused:  # freeze-thaw: what the paused trials' checkpoints take here
-        folders, size = paused_checkpoints(coordinator, loc.checkpoint_root)
+    if snap.paused or snap.evicted:  # freeze-thaw: what the paused trials' checkpoints take here
+        (folders, size), bound = paused_checkpoints(coordinator, loc.checkpoint_root), paused_disk_bound(coordinator)
+        limit = "unbounded" if bound is None else f"bounded to {bound / 2**20:.3g} MiB (asha:disk)"
         click.echo(f"  paused trials' checkpoints under {loc.checkpoint_root}: {size / 2**20:.1f} MiB in {folders} "
-                   "folders (removed when the study ends)")  # fmt: skip
+                   f"folders (removed when the study ends), {limit}; {snap.evicted} evicted")  # fmt: skip
     if snap.done and champion is None:
         click.echo("  done; no champion registered yet (`search retrain` trains the best trial and registers it)")
     elif champion is not None:

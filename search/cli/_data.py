@@ -79,6 +79,8 @@ def _table(rows: list[Any]) -> list[str]:
         if "paused_at" in r.extra and r.state == "PRUNED":  # freeze-thaw: its checkpoint kept to resume
             resumed = f"; resumed as trial {r.retried_as}" if r.retried_as is not None else ""
             state, detail = "PAUSED", f"{detail}; at epoch {r.extra['paused_at']}{resumed}"
+        elif "paused_evicted" in r.extra and r.state == "PRUNED":  # its checkpoint went: asha:disk
+            detail = f"{detail}; paused at epoch {r.extra['paused_evicted']}, checkpoint evicted (disk bound)"
         elif "exploited_at" in r.extra and r.state == "PRUNED":  # population-based training
             state, detail = "REPLACED", f"{detail}; at epoch {r.extra['exploited_at']}, by trial {r.retried_as}"
         elif r.retried_as is not None:  # an attempt a retry continues: not a failed trial (the summary agrees)

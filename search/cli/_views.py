@@ -29,30 +29,29 @@ def _announce(what: str, study: str) -> Any:
 def follow(**kwargs: Any) -> None:
     """Follow a running study from any terminal or machine: the live view `search start` shows
     (plain lines when the output is not a terminal), until the study finishes. Only reads the study;
-    Ctrl-C stops following, not the study.
+    Ctrl-C stops following, not the study. With `--pruner asha`, when all that is left is a paused
+    trial that has earned its resumption and no worker takes it (none is running), it says so and
+    exits 1.
     """
-    import time
-
+    from search.api._follow import follow_view
     from search.api._open import open_existing_with_locations
     from search.api._output import watch_hints
-    from search.coordination import study_finished
     from search.observation import make_follower
 
     interval = kwargs.pop("interval")
     coordinator, loc = open_existing_with_locations(kwargs)
     follower = make_follower(coordinator, quiet=False, hints=watch_hints(coordinator, loc))
     try:
-        while True:
-            follower()
-            counts = coordinator.counts()
-            if counts.done(coordinator.budget()) and study_finished(coordinator):
-                break
-            time.sleep(interval)
+        stuck = follow_view(coordinator, follower, interval)
     except KeyboardInterrupt:
         follower.close()
         click.echo("stopped following; the study goes on")
         return
     follower.close()
+    if stuck is not None:  # freeze-thaw, and no worker left to resume a trial: the study is not over
+        click.echo(f"stopped following: {stuck}")
+        sys.exit(1)
+    counts = coordinator.counts()
     click.echo(f"study {coordinator.study_name!r} finished: {counts.finished_logical}/{coordinator.budget()} trials "
                f"(`search best --name {coordinator.study_name}` shows the best and the champion)")  # fmt: skip
 

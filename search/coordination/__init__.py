@@ -10,7 +10,7 @@ from search.coordination._coordinator import (
     Coordinator,
 )
 from search.coordination._liveness import heartbeat, keep_alive
-from search.coordination._paused import queue_continuation, study_finished
+from search.coordination._paused import queue_continuation, resumable, study_finished
 from search.coordination._reaper import (
     FAIL_REASON_ATTR,
     INTERRUPTED,
@@ -55,6 +55,7 @@ __all__ = [
     "stop_new_trials",
     "study_finished",
     "queue_continuation",
+    "resumable",
     "WORKERS_ATTR",
     "Coordinator",
     "RetryDeadTrial",

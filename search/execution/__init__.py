@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         visible_gpus,
         worker_logs,
     )
+    from search.execution._paused_disk import folder_bytes
     from search.execution._pruning import PruningHook
     from search.execution._restarts import Restarts
     from search.execution._slurm import SlurmArray
@@ -78,6 +79,7 @@ _LAZY = {
     "default_worker_id": ("search.execution._worker", "default_worker_id"),
     "default_workers": ("search.execution._machine", "default_workers"),
     "fail_reason": ("search.execution._finish", "fail_reason"),
+    "folder_bytes": ("search.execution._paused_disk", "folder_bytes"),
     "memory_fraction": ("search.execution._machine", "memory_fraction"),
     "interrupt_running": ("search.execution._worker", "interrupt_running"),
     "launch": ("search.execution._gang", "launch"),
@@ -125,6 +127,7 @@ __all__ = [
     "default_worker_id",
     "default_workers",
     "fail_reason",
+    "folder_bytes",
     "interrupt_running",
     "launch",
     "logical_number",

@@ -14,8 +14,9 @@ from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
 from search.execution._machine import ENV_GPU_MEMORY_FRACTION, idle_wait
+from search.execution._paused_disk import bound_paused_disk, discard_paused
 from search.execution._trial import run_trial
-from search.settings import exploiting_spec, load_study, pausing_spec, study_dir
+from search.settings import load_study, study_dir
 from search.tracking import Tracker
 
 if TYPE_CHECKING:
@@ -152,31 +153,9 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
         outcome = run_trial(ctx, trial, claimed_at)
         report.outcomes.append(outcome)
         log.info("trial %d %s%s", outcome.number, outcome.state, f" ({outcome.reason})" if outcome.reason else "")
+        if outcome.state == "PAUSED":  # freeze-thaw: keep the paused trials' checkpoints within their bound
+            bound_paused_disk(ctx)
     return report
-
-
-def discard_paused(ctx: WorkerContext) -> None:
-    """The study is over: the checkpoints of its paused trials that no worker resumed are not
-    needed any more (each stays PRUNED, with the values it reported), nor, under population-based
-    training, any trial's."""
-    import shutil
-
-    import storage as st
-    from search.settings import PAUSED_AT_ATTR
-
-    root = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name)
-    if exploiting_spec(ctx.optuna_study.pruner) is not None:  # population-based training kept them all
-        for folder in root.glob("trial-*"):
-            shutil.rmtree(folder, ignore_errors=True)
-        return
-    if pausing_spec(ctx.optuna_study.pruner) is None:
-        return
-    engine, sid = ctx.coordinator.storage.engine, ctx.coordinator.study_id()
-    paused = retrying(lambda: st.paused_trials(engine, sid, PAUSED_AT_ATTR), "reading paused trials")
-    for number in paused:
-        shutil.rmtree(root / f"trial-{number}", ignore_errors=True)
-    if paused:
-        log.info("the study is over: removed the checkpoints of %d paused trials", len(paused))
 
 
 def cap_gpu_memory() -> float | None:

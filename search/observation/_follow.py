@@ -76,7 +76,8 @@ def finished_line(row: TrialRow) -> str:
     if row.state == "PRUNED":
         # Freeze-thaw: a worker may resume it; population-based training: a copy of a better one goes on.
         paused = "PAUSED" if "paused_at" in row.extra else "REPLACED" if "exploited_at" in row.extra else "PRUNED"
-        return f"trial {row.number} {paused} at epoch {row.epochs}{took}{where}"
+        evicted = " (paused, its checkpoint evicted: asha:disk)" if "paused_evicted" in row.extra else ""
+        return f"trial {row.number} {paused} at epoch {row.epochs}{evicted}{took}{where}"
     if row.state == "COMPLETE":
         value = "" if row.value is None else f" {row.value:.5g}"
         return f"trial {row.number} COMPLETE{value} after {row.epochs} epochs{took}{where}"

@@ -59,6 +59,8 @@ class Snapshot:
     """The last few failed trials, newest last: number and the first line of the reason."""
     paused: int = 0
     """Of the pruned: paused trials (freeze-thaw) that a worker may still resume."""
+    evicted: int = 0
+    """Of the pruned: paused trials whose checkpoints went to keep within ``asha:disk``."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """A grid search's values per parameter (``--sampler grid``); empty for other samplers."""
 
@@ -77,7 +79,8 @@ class Snapshot:
         )
 
     def paused_note(self) -> str:
-        return f" ({self.paused} paused)" if self.paused else ""
+        notes = [f"{n} {what}" for n, what in ((self.paused, "paused"), (self.evicted, "evicted")) if n]
+        return f" ({', '.join(notes)})" if notes else ""
 
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
@@ -138,6 +141,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         search_epochs=record.search_epochs, budget=budget, finished=finished,
         running=counts.state("RUNNING"), waiting=counts.state("WAITING"), complete=counts.state("COMPLETE"),
         pruned=counts.pruned, failed=counts.failed, retried=counts.retries, paused=counts.paused,
+        evicted=counts.evicted,
         best_value=None if best is None else best.values[0],
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),

@@ -84,6 +84,7 @@ def study_summary(coordinator: Coordinator) -> dict[str, Any]:
         "complete": counts.state("COMPLETE"),
         "pruned": counts.pruned,
         "paused": counts.paused,
+        "evicted": counts.evicted,
         "failed": counts.failed,
         "retried": counts.retries,
         "stopped_early": sum(1 for t in trials if t.state == TrialState.COMPLETE and "stopped_epoch" in t.user_attrs),

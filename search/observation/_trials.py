@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from optuna.trial import FrozenTrial
 
     from search.coordination import Coordinator
@@ -99,6 +101,30 @@ def trial_rows(coordinator: Coordinator, states: tuple[str, ...] | None = None) 
     retries = {r.retry_of: r.number for r in rows if r.retry_of is not None}
     rows = [replace(r, retried_as=retries.get(r.number)) if r.number in retries else r for r in rows]
     return [r for r in rows if states is None or r.state in states]
+
+
+def continued_attempts(trials: Iterable[FrozenTrial]) -> set[int]:
+    """Numbers of the attempts that a later attempt continues: a resumption (freeze-thaw) or a
+    replaced trial's copy (population-based training) names its attempt in ``resumed_from``, and a
+    retry lists the attempt it follows last in ``retry_history``. A retry that stood down (``not
+    needed: ...``, its trial had finished) continues nothing."""
+    out: set[int] = set()
+    for trial in trials:
+        if str(trial.user_attrs.get("fail_reason", "")).startswith("not needed"):
+            continue
+        if "resumed_from" in trial.user_attrs:
+            out.add(int(trial.user_attrs["resumed_from"]))
+        if trial.system_attrs.get("retry_history"):
+            out.add(int(trial.system_attrs["retry_history"][-1]))
+    return out
+
+
+def paused_now(trials: Iterable[FrozenTrial]) -> dict[int, FrozenTrial]:
+    """Logical trial number -> its paused attempt (freeze-thaw) that no attempt continues yet."""
+    trials = list(trials)
+    taken = continued_attempts(trials)
+    return {int(t.system_attrs.get("failed_trial", t.number)): t for t in trials
+            if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in taken}  # fmt: skip
 
 
 def failure_reasons(rows: list[TrialRow]) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ from search.settings._algorithms import (
     validate,
 )
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
-from search.settings._freeze_thaw import PAUSED_AT_ATTR
+from search.settings._freeze_thaw import PAUSED_AT_ATTR, PAUSED_EVICTED_ATTR
 from search.settings._grid import (
     describe_grid,
     grid_differences,
@@ -95,6 +95,7 @@ __all__ = [
     "ENV_TRACKING",
     "FIRST_RUNG_ATTR",
     "PAUSED_AT_ATTR",
+    "PAUSED_EVICTED_ATTR",
     "PRUNERS",
     "PrunerSpec",
     "SAMPLERS",

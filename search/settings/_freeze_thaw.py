@@ -6,6 +6,7 @@ Here so that the pruner (``_pruners.AshaPruner``), its spec (``pruners/_asha.py`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -92,3 +93,65 @@ def lineage(trials: Iterable[Any], attempt: Any) -> list[tuple[int, dict[str, An
         if start is None:
             return schedule[::-1]
         attempt = trained_at(trials, int(attempt.user_attrs["pbt_parent"]), int(start))
+
+
+PAUSED_EVICTED_ATTR = "paused_evicted"
+"""User attribute of a paused trial whose checkpoint was removed to keep the paused trials' disk
+within its bound (``asha:disk``): the epoch it paused at. It replaces ``paused_at``: the trial is
+plainly pruned from then on, never resumed."""
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+
+
+class DiskSize(int):
+    """Bytes, given as ``20GB``, ``512MiB`` or a plain number of bytes (``asha:disk=...``)."""
+
+    what = "a size such as 20GB or 512MiB"
+
+    def __new__(cls, raw: str | int) -> DiskSize:
+        text = str(raw).strip().lower().replace(" ", "")
+        number = text.rstrip("kmgtib")
+        unit = text[len(number) :]
+        try:
+            value = float(number) * _UNITS[unit]
+        except (KeyError, ValueError):
+            raise ValueError(f"not a size: {raw!r}") from None
+        if not 0 <= value < math.inf:
+            raise ValueError(f"not a size: {raw!r}")
+        return super().__new__(cls, int(value))
+
+
+def to_evict(values: Values, paused: Mapping[int, int], sizes: Mapping[int, int], bound: int, factor: int,
+             maximize: bool = False) -> list[int]:  # fmt: skip
+    """The paused trials (``paused``: logical number -> its rung) that lose their checkpoints so that
+    the others' (``sizes``: bytes per trial) fit in ``bound`` bytes, in the order they go.
+
+    Those least likely to be resumed go first: a trial that has not earned its resumption before one
+    that has (one that has goes only when the others are not enough); then the worst standing in its
+    rung (its place among the trials that reached it, as a fraction of them); then the lower rung
+    (more trials are still to reach it); then the newer trial. A trial with no bytes here goes never.
+    """
+    total = sum(sizes.get(n, 0) for n in paused)
+    if total <= bound:
+        return []
+    standing = {n: _standing(values, n, at, factor, maximize) for n, at in paused.items()}
+    out = []
+    for number in sorted(paused, key=lambda n: (*standing[n], paused[n], -n)):
+        if total <= bound:
+            break
+        if sizes.get(number, 0) > 0:
+            out.append(number)
+            total -= sizes[number]
+    return out
+
+
+def _standing(values: Values, number: int, rung: int, factor: int, maximize: bool) -> tuple[bool, float]:
+    """Whether ``number`` has earned its resumption at ``rung``, and minus its place there (0 the
+    best, towards -1 the worst; -1 without a finite value): ascending sorts the least promising first."""
+    reached = sorted(v[rung] for v in values.values() if rung in v and v[rung] == v[rung])
+    own = values.get(number, {}).get(rung, math.nan)
+    if own != own or not reached:
+        return False, -1.0
+    better = sum(1 for v in reached if (v > own if maximize else v < own))
+    return number in top_at(values, rung, factor, maximize), -better / len(reached)

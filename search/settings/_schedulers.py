@@ -21,10 +21,11 @@ class AshaPruner(optuna.pruners.BasePruner):
     """Freeze-thaw (``search/settings/pruners/_asha.py``): ``prune()`` True means *pause* this trial
     at its rung, as it is not in the top ``1/factor`` of the logical trials that reached it."""
 
-    def __init__(self, first: int, factor: int, epochs: int) -> None:
+    def __init__(self, first: int, factor: int, epochs: int, disk: int | None = None) -> None:
         from search.settings._freeze_thaw import rungs
 
         self.first, self.factor, self.epochs = first, factor, epochs
+        self.disk = disk  # bytes the paused trials' checkpoints may take (None: unbounded)
         self.rungs = rungs(first, factor, epochs)
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:

@@ -90,7 +90,8 @@ def _convert(option: Option, raw: str, what: str) -> Any:
             return raw.lower() in ("true", "1", "yes")
         value = option.kind(raw)
     except ValueError:
-        raise SearchError(f"bad value {raw!r} for {what}: expected {option.kind.__name__}") from None
+        expected = getattr(option.kind, "what", option.kind.__name__)
+        raise SearchError(f"bad value {raw!r} for {what}: expected {expected}") from None
     if option.choices and value not in option.choices:
         raise SearchError(f"bad value {raw!r} for {what}: choose one of {', '.join(option.choices)}")
     if option.kind in (int, float) and value < 0:

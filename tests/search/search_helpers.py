@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from search.observation import continued_attempts, paused_now  # noqa: F401 - the tests import paused_now here
+
 ROOT = Path(__file__).resolve().parents[2]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 FAULTY_STUDY = Path(__file__).resolve().parent / "data" / "faulty_study.py"
@@ -167,21 +169,6 @@ def mlflow_runs(project: Path) -> dict[str, Any]:
 # -- freeze-thaw: a logical trial is a chain of attempts ------------------------------------------
 
 
-def continued_attempts(trials: list[Any]) -> set[int]:
-    """Numbers of the attempts that a later attempt continues: a resumption names its paused attempt
-    in ``resumed_from``, and a retry (or a resumption) lists the attempt it follows last in
-    ``retry_history``. A retry that stood down (``not needed: ...``) continues nothing."""
-    out: set[int] = set()
-    for trial in trials:
-        if str(trial.user_attrs.get("fail_reason", "")).startswith("not needed"):
-            continue
-        if "resumed_from" in trial.user_attrs:
-            out.add(int(trial.user_attrs["resumed_from"]))
-        if trial.system_attrs.get("retry_history"):
-            out.add(int(trial.system_attrs["retry_history"][-1]))
-    return out
-
-
 def final_attempts(trials: list[Any]) -> dict[int, list[Any]]:
     """Logical trial number -> its final attempts (those no later attempt continues, stood-down
     retries aside): exactly one per logical trial when the budget is exact."""
@@ -210,10 +197,3 @@ def assert_exact_logical_budget(trials: list[Any], budget: int) -> None:
             assert trial.state.name != "COMPLETE", f"trial {trial.number} completed and was continued (finished twice)"
             if trial.state.name == "PRUNED":
                 assert "paused_at" in trial.user_attrs, f"pruned trial {trial.number} was continued"
-
-
-def paused_now(trials: list[Any]) -> dict[int, Any]:
-    """Logical trial number -> its paused attempt that no attempt continues yet."""
-    continued = continued_attempts(trials)
-    return {logical(t): t for t in trials
-            if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in continued}  # fmt: skip

@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from search.settings._freeze_thaw import to_resume
+from search.settings._freeze_thaw import DiskSize, to_resume
 from search.settings._spec import Option, PrunerSpec, new_rung
 
 if TYPE_CHECKING:
     from optuna.pruners import BasePruner
+
+
+_DISK = "bound on the paused trials' checkpoints (e.g. 20GB; 0: none): past it the least promising lose theirs"
 
 
 class Asha(PrunerSpec):
@@ -29,6 +32,7 @@ class Asha(PrunerSpec):
     options = {
         "min": Option(int, 1, "epochs of the first rung"),
         "factor": Option(int, 3, "reduction factor: the top 1/factor of a rung goes on"),
+        "disk": Option(DiskSize, DiskSize(0), _DISK),
     }
     reads_running_trials = True  # the values of running trials at the rungs
     pauses = True
@@ -50,7 +54,7 @@ class Asha(PrunerSpec):
         from search.settings._schedulers import AshaPruner
 
         self.check(search_epochs)
-        return AshaPruner(self["min"], self["factor"], search_epochs)
+        return AshaPruner(self["min"], self["factor"], search_epochs, self["disk"] or None)
 
     @classmethod
     def may_prune_at(cls, pruner: Any, step: int, last_asked: int | None, steps: Iterable[int]) -> bool:
@@ -64,4 +68,10 @@ class Asha(PrunerSpec):
     def describe(self) -> str:
         return (f"freeze-thaw (ASHA, promotion mode): trials pause at epochs {self['min']}, "
                 f"{self['min'] * self['factor']}, ... unless in the top 1/{self['factor']} there, "
-                "and resume once they earn it")  # fmt: skip
+                "and resume once they earn it" + _bound(self["disk"]))  # fmt: skip
+
+
+def _bound(disk: int) -> str:
+    if not disk:
+        return ""
+    return f"; their checkpoints kept within {disk / 1e9:.3g} GB"

@@ -83,3 +83,36 @@ def test_search_start_stops_waiting_for_a_resumption_no_worker_takes(monkeypatch
     assert "no worker resumed it" in caplog.text
     monkeypatch.setattr(follow, "study_finished", lambda coordinator, study: True)
     assert follow.follow_until_done(coordinator, lambda: None, poll=0.05) is True  # at once
+
+
+@pytest.mark.timeout(60)  # before the fix `search follow` waited forever
+def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_path):
+    """After `search start` was stopped (Ctrl-C), the trials left are done but for a paused one that
+    has earned its resumption: the view says so, naming it, instead of waiting forever."""
+    from pathlib import Path
+
+    from search.api._follow import follow_view
+    from search.coordination import Coordinator
+    from search.observation import PlainFollower
+    from search.settings import SearchSettings, StudyRecord
+
+    url = storage.sqlite_url(tmp_path / "optuna.db")
+    ranked = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
+    record = StudyRecord(study_ref=str(ranked), metric="val_loss", direction="minimize", search_epochs=4,
+                         settings=SearchSettings(pruner="asha:min=1,factor=2"))  # fmt: skip
+    coordinator = Coordinator(url, "s")
+    study, _ = coordinator.create_or_resume(record, budget=4)
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    for number, x in enumerate((0.1, 0.5, 0.7, 0.9)):  # trial 0 paused at rung 1, in its top half
+        state = optuna.trial.TrialState.PRUNED if number == 0 else optuna.trial.TrialState.COMPLETE
+        study.add_trial(optuna.trial.create_trial(state=state, params={"x": x}, distributions=dist,
+                                                  value=None if number == 0 else x, intermediate_values={1: x},
+                                                  user_attrs={"paused_at": 1} if number == 0 else {}))  # fmt: skip
+    follower = PlainFollower(coordinator, quiet=True)
+    said = follow_view(coordinator, follower, interval=0.05, nobody_s=0.3)
+    assert said is not None and said.startswith("trial 0 (paused at epoch 1) has earned its resumption, but no worker")
+    assert "`search worker --name s` resumes it" in said
+    resumed = queue_continuation(coordinator.storage, study, study.get_trials()[0], {"resumed_from": 0})
+    coordinator.storage.set_trial_state_values(resumed, optuna.trial.TrialState.RUNNING)
+    coordinator.storage.set_trial_state_values(resumed, optuna.trial.TrialState.COMPLETE, [0.1])
+    assert follow_view(coordinator, follower, interval=0.05, nobody_s=0.3) is None  # resumed: the study is over
