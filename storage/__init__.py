@@ -28,6 +28,7 @@ from storage._optuna_internals import (
     constraint_key,
     copy_trials_for_benchmarks,
     create_running_trial,
+    evict_paused,
     filter_study,
     finish_trial,
     hyperband_brackets,
@@ -55,7 +56,7 @@ from storage._optuna_internals import (
     warmup_steps,
     wrapped_pruner,
 )
-from storage._paused import evict_paused, paused_trials, values_at
+from storage._paused import paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (

@@ -54,24 +54,6 @@ def paused_trials(bind: Engine | Connection, study_id: int, key: str) -> dict[in
     }
 
 
-_EVICT = sqlalchemy.text("UPDATE trial_user_attributes SET key = :to WHERE key = :key AND trial_id IN :ids")
-_EVICT = _EVICT.bindparams(sqlalchemy.bindparam("ids", expanding=True))
-
-
-def evict_paused(bind: Engine | Connection, trial_ids: Iterable[int], key: str, to: str) -> None:
-    """Make paused attempts plain pruned ones (their checkpoints are about to go): their attribute
-    ``key`` becomes ``to``, same value, in one statement. On a lock's connection (``study_lock``) it
-    commits with the lock's release, only if the lock was held throughout."""
-    ids = list(trial_ids)
-    if not ids:
-        return
-    if isinstance(bind, Engine):
-        with bind.begin() as conn:
-            evict_paused(conn, ids, key, to)
-        return
-    bind.execute(_EVICT, {"ids": ids, "key": key, "to": to})
-
-
 def values_at(bind: Engine | Connection, study_id: int, steps: Iterable[int]) -> dict[int, dict[int, float]]:
     """Logical trial number -> {step: value} at ``steps``, over complete, pruned and running attempts
     (NaN where a value is not finite: it ranks nowhere)."""

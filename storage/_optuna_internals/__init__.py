@@ -70,7 +70,12 @@ from storage._optuna_internals._bulk import copy_trials_for_benchmarks  # noqa: 
 from storage._optuna_internals._claim import create_running_trial, pop_waiting_trial  # noqa: E402
 from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_ids_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
-from storage._optuna_internals._writes import finish_trial, set_trial_params, set_user_attrs  # noqa: E402
+from storage._optuna_internals._writes import (  # noqa: E402
+    evict_paused,
+    finish_trial,
+    set_trial_params,
+    set_user_attrs,
+)
 
 __all__ = [
     "SUPPORTED",
@@ -78,6 +83,7 @@ __all__ = [
     "cached_frozen_trial",
     "cached_study_trials",
     "cached_trials",
+    "evict_paused",
     "check_optuna_version",
     "constraint_key",
     "copy_trials_for_benchmarks",

@@ -10,7 +10,11 @@ import datetime
 import json
 import math
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+import sqlalchemy
+from sqlalchemy.engine import Connection, Engine
 
 from storage._optuna_internals._access import rdb_models, scoped_session
 from storage._optuna_internals._steps import UPSERTS, check_running, insert_into, on_conflict_update, store_steps
@@ -161,3 +165,21 @@ def finish_trial(
     if failure is not None:
         raise failure
     return None
+
+
+_EVICT = sqlalchemy.text("UPDATE trial_user_attributes SET key = :to WHERE key = :key AND trial_id IN :ids")
+_EVICT = _EVICT.bindparams(sqlalchemy.bindparam("ids", expanding=True))
+
+
+def evict_paused(bind: Engine | Connection, trial_ids: Iterable[int], key: str, to: str) -> None:
+    """Make paused attempts plain pruned ones (their checkpoints are about to go): their attribute
+    ``key`` becomes ``to``, same value, in one statement. On a lock's connection (``study_lock``) it
+    commits with the lock's release, only if the lock was held throughout."""
+    ids = list(trial_ids)
+    if not ids:
+        return
+    if isinstance(bind, Engine):
+        with bind.begin() as conn:
+            evict_paused(conn, ids, key, to)
+        return
+    bind.execute(_EVICT, {"ids": ids, "key": key, "to": to})
