@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from search.coordination import EXPERIMENT_ATTR, PARENT_RUN_ATTR
 from search.exceptions import SearchError
 from search.settings import champion_number, gate_objective, load_study, params_dict
-from search.tracking._deployment import deployment_metrics
+from search.tracking._deployment import deployment_metrics, missed_at_full_scale
 from search.tracking._portable import log_portable
 from search.tracking._replay import fit_schedule, replay_schedule, schedule_json
 from search.tracking._tracker import Tracker
@@ -51,7 +51,8 @@ class RetrainResult:
 
     @property
     def model_uri(self) -> str:
-        return f"models:/{self.model_name}@{CHAMPION}"
+        pinned = self.became_champion or self.champion_version  # else no champion: this version itself
+        return f"models:/{self.model_name}@{CHAMPION}" if pinned else f"models:/{self.model_name}/{self.version}"
 
 
 class RetrainProgress(Protocol):
@@ -159,7 +160,10 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     _phase(progress, "registered", f"MLflow model {model_name!r} version {version}", clock)
     gate = gate_objective(record.goals(), record.metric, record.direction)  # a model metric the test set has
     test_key = gate.metric.replace("val_", "test_", 1)
-    became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, gate.direction)
+    if missed := missed_at_full_scale(record.limits(), deployment):  # registered, never the champion
+        became, champion, notes = _champion_stays(tracker, model_name, version, "; ".join(missed))
+    else:
+        became, champion, notes = _move_champion(tracker, model_name, version, test_key, test_metrics, gate.direction)
     notes = [*notes, *(check.line() for check in exports)]
     run.finish({"hpsearch.model_version": version, "hpsearch.champion": str(became).lower(), **replayed}, "FINISHED")
     return RetrainResult(coordinator.study_name, best.number, params_dict(params), val_metrics, test_metrics,
@@ -296,6 +300,17 @@ def _move_champion(tracker: Any, name: str, version: str, key: str, metrics: dic
             return False, str(current.version), [note]
     client.set_registered_model_alias(name, CHAMPION, version)
     return True, version, []
+
+
+def _champion_stays(tracker: Any, name: str, version: str, why: str) -> tuple[bool, str, list[str]]:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        current = str(tracker.client.get_model_version_by_alias(name, CHAMPION).version)
+    except MlflowException:
+        current = ""
+    stays = f"champion stays at version {current}" if current else "no champion"
+    return False, current, [f"{stays}: version {version} at full scale: {why}"]
 
 
 def _beats(new: float, old: float, direction: str) -> bool:

@@ -73,3 +73,26 @@ def test_a_version_without_the_metric_never_displaces_the_champion(registry, mis
     became, champion, notes = _move(tracker, version(None), missing)
     assert (became, champion) == (False, "1") and _champion(tracker) == "1"
     assert "has no test_loss to compare" in notes[0]
+
+
+def test_a_version_missing_a_deployment_constraint_at_full_scale_is_never_the_champion(registry):
+    from search.settings._objectives import parse_constraint
+    from search.tracking._deployment import missed_at_full_scale
+    from search.tracking._retrain import RetrainResult, _champion_stays
+
+    limits = [parse_constraint("latency_ms<=0.12"), parse_constraint("params<=2e5"), parse_constraint("val_rmse<=1")]
+    assert missed_at_full_scale(limits, {"latency_ms": 0.1, "params": 2e5}) == []  # met; val_* is the search's
+    missed = missed_at_full_scale(limits, {"latency_ms": 0.21, "params": 3e5, "val_rmse": 9.0})
+    assert missed == ["latency_ms 0.21 misses latency_ms<=0.12", "params 300000 misses params<=200000"]
+    tracker, version = registry
+    first = version(0.5)
+    assert _champion_stays(tracker, "demo", first, missed[0]) == (
+        False, "", ["no champion: version 1 at full scale: latency_ms 0.21 misses latency_ms<=0.12"])  # fmt: skip
+    with pytest.raises(Exception, match="alias"):  # the alias was not set
+        _champion(tracker)
+    _move(tracker, version(0.3), 0.3)
+    became, champion, notes = _champion_stays(tracker, "demo", version(0.1), missed[1])
+    assert (became, champion) == (False, "2") and _champion(tracker) == "2"
+    assert notes == ["champion stays at version 2: version 3 at full scale: params 300000 misses params<=200000"]
+    result = RetrainResult("demo", 0, {}, {}, {}, "demo", "1", "", False, "run")
+    assert result.model_uri == "models:/demo/1"  # no champion to name: the version itself
