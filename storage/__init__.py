@@ -21,11 +21,14 @@ from storage._mlflow import (
 )
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._optuna_internals import (
+    bind_of,
+    bound_to,
     bracket_id,
     cached_frozen_trial,
     cached_study_trials,
     cached_trials,
     copy_trials_for_benchmarks,
+    count_up_study_attr,
     create_running_trial,
     filter_study,
     finish_trial,
@@ -69,6 +72,8 @@ from storage._urls import (
 )
 
 __all__ = [
+    "bind_of",
+    "bound_to",
     "bracket_id",
     "cached_frozen_trial",
     "cached_study_trials",
@@ -115,6 +120,7 @@ __all__ = [
     "count_trials_and_attr",
     "create_engine",
     "copy_trials_for_benchmarks",
+    "count_up_study_attr",
     "create_running_trial",
     "describe",
     "ensure_project_dir",
