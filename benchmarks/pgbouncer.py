@@ -70,6 +70,8 @@ default_pool_size = {self.pool_size}
 max_client_conn = {self.max_client_conn}
 logfile = {self.dir}/pgbouncer.log
 pidfile = {self.dir}/pgbouncer.pid
+log_connections = 0
+log_disconnections = 0
 """
 
     def start(self, timeout: float = 20) -> PgBouncer:
@@ -87,12 +89,15 @@ pidfile = {self.dir}/pgbouncer.pid
             for path in (self.dir, *self.dir.iterdir()):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
             command = [exe, "-u", owner, str(ini)]
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # PgBouncer logs to stderr as well as to its log file: to a file too, never to a pipe nobody
+        # reads, which fills (64 KB) and then blocks PgBouncer, and every client with it.
+        with open(self.dir / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise RuntimeError(f"pgbouncer exited {self.proc.returncode}: {err.strip()} {self.log()[-500:]}")
+                said = (self.dir / "stderr.log").read_text(errors="replace").strip()[-500:]
+                raise RuntimeError(f"pgbouncer exited {self.proc.returncode}: {said}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return self
@@ -154,8 +159,3 @@ def _has_user(name: str) -> bool:
     except KeyError:
         return False
     return True
-
-
-def start_pgbouncer(upstream_url: str, pool_size: int = 4) -> PgBouncer:
-    """A started :class:`PgBouncer`; ``tempfile`` keeps its directory until :meth:`PgBouncer.stop`."""
-    return PgBouncer(upstream_url, pool_size).start()
