@@ -114,7 +114,7 @@ def test_eight_workers_over_two_server_connections_join_reap_and_claim_the_exact
     assert_exact_budget(trials, 12)
     assert len(claimed) == 12 and len(set(claimed)) == 12  # 11 new trials and the dead one's retry
     assert backends.most <= 2, backends.most  # PgBouncer's pool, however many clients
-    assert took < 2 * GRACE_S, f"claims stalled: {took:.1f} s, slowest claim {max(slowest):.1f} s"
+    assert took < 3 * GRACE_S, f"claims stalled: {took:.1f} s, slowest claim {max(slowest):.1f} s"
 
 
 # A worker's claim that stops itself right after counting, inside the lock, and says what it got once
@@ -173,12 +173,12 @@ def test_search_start_with_two_workers_through_pgbouncer_spends_the_exact_budget
 
     bouncer = pgbouncers(2)
     url = bouncer.url(pg_url)
-    done = cli("start", "--study", str(SLEEP_STUDY), "--name", "pooled", "--trials", "6", "--workers", "2",
+    done = cli("start", "--study", str(SLEEP_STUDY), "--name", "pooled", "--trials", "4", "--workers", "2",
                "--storage", url, "--study-option", "epochs=2", "--study-option", "epoch_seconds=0.05", *FAST,
                "--quiet", cwd=tmp_path, timeout=240)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     backend = storage.open_optuna_storage(pg_url)
     trials = backend.get_all_trials(backend.get_study_id_from_name("pooled"))
-    assert_exact_budget(trials, 6)
+    assert_exact_budget(trials, 4)
     assert all(t.state.name == "COMPLETE" for t in trials)
     backend.engine.dispose()
