@@ -73,6 +73,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import storage as st  # noqa: E402
+from benchmarks.pgbouncer import PgBouncer  # noqa: E402
 from search.coordination import Coordinator, heartbeat  # noqa: E402
 from search.execution._finish import finish_ok  # noqa: E402
 from search.execution._pruning import PruningHook  # noqa: E402
@@ -318,9 +319,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(admin: sqlalchemy.Engine, workers: int, args: argparse.Namespace) -> Result:
+def run(admin: sqlalchemy.Engine, workers: int, args: argparse.Namespace, bouncer: PgBouncer | None = None) -> Result:
     record = make_record(args.epochs, args.heartbeat_interval, args.grace_period)
     with fresh_database(admin) as (database, url):
+        url = bouncer.url(url) if bouncer else url
         creator = Coordinator(url, STUDY)
         creator.create_or_resume(record, budget=10**9)
         creator.storage.engine.dispose()  # before the fork: no child may inherit its connections
@@ -393,6 +395,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connection-margin", type=int, default=20,
                         help="connections left free for everyone else on the server [20]")  # fmt: skip
     parser.add_argument("--admin-url", default=ADMIN_URL, help="a database to create the benchmark's in [%(default)s]")
+    parser.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        metavar="N",
+        help="workers connect through a PgBouncer (transaction mode) with N server connections [0: none]",
+    )
     args = parser.parse_args(argv)
     try:
         args.worker_counts = [int(w) for w in args.workers.split(",")]
@@ -413,17 +422,24 @@ def main(argv: list[str] | None = None) -> list[Result]:
     print(f"trials of {args.trial_seconds:g} s in {args.epochs} epochs, heartbeat every {args.heartbeat_interval} s, "
           f"{args.duration:g} s per W, workers in {args.processes} processes\n", flush=True)  # fmt: skip
     results = []
+    bouncer = (
+        PgBouncer(args.admin_url, pool_size=args.pgbouncer, max_client_conn=10000).start() if args.pgbouncer else None
+    )
+    if bouncer:
+        print(f"through PgBouncer (transaction mode, {args.pgbouncer} server connections)\n", flush=True)
     for workers in args.worker_counts:
         _, _, in_use = server_capacity(admin)
         free = max_conn - reserved - in_use - args.connection_margin
-        needed = workers * CONNECTIONS_PER_WORKER
+        needed = args.pgbouncer or workers * CONNECTIONS_PER_WORKER
         if needed > free:
             print(f"W={workers:<5} not run: needs up to {needed} connections ({CONNECTIONS_PER_WORKER} per worker; "
                   f"{workers * (CONNECTIONS_PER_WORKER + 2)} with MLflow's), {free} free of max_connections {max_conn} "
                   f"after {in_use} open and a margin of {args.connection_margin}", flush=True)  # fmt: skip
             continue
-        results.append(run(admin, workers, args))
+        results.append(run(admin, workers, args, bouncer))
         print_result(results[-1], saturated=args.trial_seconds == 0)
+    if bouncer:
+        bouncer.stop()
     admin.dispose()
     return results
 

@@ -41,6 +41,11 @@ running).
         --pruner asha:min=1,factor=2 --sampler random --epochs 16   # freeze-thaw: trials pause and resume
     python benchmarks/soak.py --trials 40 --workers 3 --kill-every 10 --pause-every 10 --pg-restarts 0 \
         --pruner pbt:interval=2,min_trials=3 --sampler random --epochs 8   # population-based training
+    python benchmarks/soak.py --trials 30 --workers 4 --kill-every 5 --pg-restarts 0 --pgbouncer 2
+
+``--pgbouncer N`` runs the study through a PgBouncer in transaction mode with N server connections
+(``benchmarks/pgbouncer.py``, started and stopped by the soak); either way the soak prints the most
+server connections (backends) the study's database had at once, sampled every half second.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from typing import Any
 
 import sqlalchemy
 
+from benchmarks.pgbouncer import PgBouncer
 from search.observation import continued_attempts, paused_now
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +147,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--epoch-seconds", type=float, default=0.3)
     parser.add_argument("--max-retries", type=int, default=10, help="retries per logical trial")
     parser.add_argument("--admin-url", default="postgresql+psycopg2://root@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the study through a PgBouncer (transaction mode) with N server connections [0: none]",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, help="keep project and logs here [a temporary directory]")
@@ -171,6 +184,9 @@ class Soak:
         self.missing: set[int] = set()  # logical trials whose checkpoints went missing while paused
         self.live_seen: set[int] = set()  # running attempts seen with a checkpoint (their numbers)
         self.live_missing: set[int] = set()  # running attempts whose checkpoints went missing
+        self.peak_backends = 0  # the most server connections to the study's database seen at once
+        self.bouncer: PgBouncer | None = None
+        self.peak_clients = 0  # with a PgBouncer: the most client connections to it seen at once
 
     def spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(self.logs / log, "ab") as out:
@@ -337,6 +353,10 @@ def run(soak: Soak) -> int:
                 restart_postgres()
                 soak.restarts += 1
             soak.keep_staffed()
+            soak.peak_backends = max(soak.peak_backends, backends(engine))
+            if soak.bouncer is not None:
+                pools = [row for row in soak.bouncer.show("POOLS") if row["database"] != "pgbouncer"]
+                soak.peak_clients = max(soak.peak_clients, sum(r["cl_active"] + r["cl_waiting"] for r in pools))
             if time.monotonic() >= next_check:
                 check_paused_checkpoints(soak)
                 next_check = time.monotonic() + 2
@@ -349,6 +369,15 @@ def run(soak: Soak) -> int:
         if soak.mlflow is not None and soak.mlflow.back_at is not None:
             soak.mlflow.start()  # back for the count of runs
     return int(follower.returncode)
+
+
+def backends(engine: sqlalchemy.engine.Engine) -> int:
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sqlalchemy.text(query)).scalar_one()) + 1  # and this one's
+    except sqlalchemy.exc.OperationalError:  # mid-restart
+        return 0
 
 
 def read_trials(url: str) -> list[Any]:
@@ -478,6 +507,14 @@ def mlflow_runs(project: Path, server: MlflowServer | None) -> dict[str, int]:
     return dict(statuses)
 
 
+def pgbouncer_stats(bouncer: PgBouncer, database: str, clients: int) -> str:
+    [stats] = [row for row in bouncer.show("STATS") if row["database"] == database]
+    return (
+        f"; PgBouncer: at most {clients} client connections at once, {stats['total_xact_count']} "
+        f"transactions, clients waited {float(stats['total_wait_time']) / 1e6:.1f} s in all for a server connection"
+    )
+
+
 def main() -> None:
     args = parse_args()
     name = f"hpsearch_soak_{uuid.uuid4().hex[:8]}"
@@ -488,20 +525,26 @@ def main() -> None:
             conn.execute(sqlalchemy.text(f'CREATE DATABASE "{database}"'))
     url = args.admin_url.rsplit("/", 1)[0] + f"/{name}"
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="hpsearch-soak-"))
-    soak = Soak(args, url, workdir)
+    bouncer = PgBouncer(args.admin_url, pool_size=args.pgbouncer).start() if args.pgbouncer else None
+    soak = Soak(args, bouncer.url(url) if bouncer else url, workdir)
+    soak.bouncer = bouncer
     started = time.monotonic()
     pauses = f"a pause every ~{args.pause_every:g} s, " if args.pause_every else ""
     mlflow = f", {args.mlflow_restarts} MLflow server outages of {args.mlflow_down:g} s" if args.mlflow_server else ""
     print(f"soak: {args.trials} trials, {args.workers} workers, a kill every ~{args.kill_every:g} s, {pauses}"
-          f"{args.pg_restarts} PostgreSQL restarts{mlflow}; seed {args.seed}; logs in {soak.logs}",
+          f"{args.pg_restarts} PostgreSQL restarts{mlflow}; seed {args.seed}; logs in {soak.logs}"
+          + (f"; through PgBouncer (transaction mode, {args.pgbouncer} server connections)" if bouncer else ""),
           flush=True)  # fmt: skip
     try:
         code = run(soak)
         counts = tally(url, args.trials)
         runs = mlflow_runs(workdir / "project", soak.mlflow)
+        pooled = pgbouncer_stats(bouncer, name, soak.peak_clients) if bouncer else ""
     finally:
         if soak.mlflow is not None:
             soak.mlflow.stop()
+        if bouncer is not None:
+            bouncer.stop()
         ensure_postgres_running()
         with admin.connect() as conn:
             for database in databases:
@@ -530,6 +573,7 @@ def main() -> None:
         )
     print(f"checkpoints of running attempts looked at {soak.paused_checks} times ({len(soak.live_seen)} attempts "
           f"seen), missing {len(soak.live_missing)}")  # fmt: skip
+    print(f"server connections to the study's database at most {soak.peak_backends} at once{pooled}")
     print("MLflow runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
     exits = ", ".join(f"{n} with {code}" for code, n in sorted(soak.failed_exits.items())) or "none"
     print(f"workers that exited non-zero by themselves (the soak's SIGKILLs aside): {exits}")

@@ -21,12 +21,15 @@ from storage._mlflow import (
 )
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._optuna_internals import (
+    bind_of,
+    bound_to,
     bracket_id,
     cached_frozen_trial,
     cached_study_trials,
     cached_trials,
     constraint_key,
     copy_trials_for_benchmarks,
+    count_up_study_attr,
     create_running_trial,
     evict_paused,
     filter_study,
@@ -71,6 +74,8 @@ from storage._urls import (
 )
 
 __all__ = [
+    "bind_of",
+    "bound_to",
     "bracket_id",
     "cached_frozen_trial",
     "cached_study_trials",
@@ -118,6 +123,7 @@ __all__ = [
     "create_engine",
     "constraint_key",
     "copy_trials_for_benchmarks",
+    "count_up_study_attr",
     "create_running_trial",
     "describe",
     "ensure_project_dir",

@@ -17,12 +17,17 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
 from storage._errors import StorageError
+from storage._optuna_internals import bound_to
 from storage._urls import is_postgres, sqlite_path
+
+if TYPE_CHECKING:
+    from optuna.storages import RDBStorage
 
 DEFAULT_HOLD_S = 60.0
 MIN_HOLD_S = 5.0
@@ -55,7 +60,8 @@ class LockTimeout(StorageError):
 
 @contextlib.contextmanager
 def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEFAULT_HOLD_S,
-               wait: bool = True, wait_s: float = SQLITE_WAIT_S) -> Iterator[Connection | None]:  # fmt: skip
+               wait: bool = True, wait_s: float = SQLITE_WAIT_S,
+               storage: RDBStorage | None = None) -> Iterator[Connection | None]:  # fmt: skip
     """Hold an exclusive, study-scoped lock for the body.
 
     PostgreSQL: yields the connection whose transaction holds the lock; what the body writes on it
@@ -65,7 +71,8 @@ def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEF
     55P03, lock_not_available), ending the transaction. SQLite: an OS file lock next to the database
     file, released by the kernel when the process dies (not while it is stopped); yields None, or
     raises :class:`LockTimeout` after ``wait_s`` seconds. ``wait=False`` raises :class:`LockBusy` at
-    once instead of waiting.
+    once instead of waiting. ``storage``: an Optuna storage on ``engine`` whose calls in this thread
+    run on the lock's connection while it is held (``storage._optuna_internals._bound``).
     """
     key = _lock_key(study_name)
     if is_postgres(url):
@@ -74,7 +81,8 @@ def study_lock(engine: Engine, url: str, study_name: str, *, hold_s: float = DEF
             if not conn.execute(_TAKE_WAITING if wait else _TAKE_NOW, params).first():
                 conn.rollback()
                 raise LockBusy(f"the lock of study {study_name!r} is held by another process")
-            yield conn
+            with bound_to(storage, conn):
+                yield conn
             conn.commit()  # the body's writes on ``conn`` and the lock's release, at once
         return
     from filelock import FileLock, Timeout

@@ -104,9 +104,12 @@ def open_optuna_storage(
     url = normalize_db_url(url)
     if is_sqlite(url):
         tune_sqlite_connections()
-    kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url)}
+    # Optuna's own schema check reads the schema's revision on a second connection while its first
+    # holds a transaction open: behind PgBouncer, workers starting together can each hold one of its
+    # few server connections and wait for another for ever. check_schema reads one at a time.
+    kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url), "skip_compatibility_check": True}
     if schema_checked:
-        kwargs.update(skip_compatibility_check=True, skip_table_creation=True)
+        kwargs.update(skip_table_creation=True)
     if heartbeat_interval:
         kwargs.update(
             heartbeat_interval=heartbeat_interval,
@@ -116,13 +119,30 @@ def open_optuna_storage(
     try:
         with versions_on_demand() if schema_checked else nullcontext():
             storage = RDBStorage(url, **kwargs)
+        if not schema_checked:
+            check_schema(storage, url)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
-    except RuntimeError as exc:  # Optuna's schema check: tables of an Optuna this one does not read
-        if "compatible with the table schema" not in str(exc):
-            raise
-        raise StorageError(f"cannot use database {describe(url)}: {exc}") from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)
     return storage
+
+
+def check_schema(storage: RDBStorage, url: str) -> None:
+    """Optuna's compatibility check (``RDBStorage.check_table_schema_compatibility``), one connection
+    at a time: :class:`StorageError` for tables of an Optuna this one does not read."""
+    import optuna
+
+    current, head = storage.get_current_version(), storage.get_head_version()
+    if current == head:
+        return
+    advice = (
+        "Please execute `$ optuna storage upgrade --storage $STORAGE_URL` for upgrading the storage."
+        if current in storage.get_all_versions()
+        else "Please try updating optuna to the latest version by `$ pip install -U optuna`."
+    )
+    raise StorageError(
+        f"cannot use database {describe(url)}: The runtime optuna version {optuna.__version__} is no longer "
+        f"compatible with the table schema (its revision {current}, this Optuna's {head}). {advice}"
+    )

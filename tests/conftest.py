@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,30 @@ def pg_databases(pg_server: str) -> Iterator[Callable[[], str]]:
 def pg_url(pg_databases: Callable[[], str]) -> str:
     """A fresh, empty database on the real server for one test; dropped afterwards."""
     return pg_databases()
+
+
+@pytest.fixture
+def pgbouncers(pg_server: str) -> Iterator[Callable[[int], Any]]:
+    """Factory of PgBouncers in transaction mode in front of the real server (``pool_size`` server
+    connections per database), all stopped after the test. Under CI a missing pgbouncer fails."""
+    from benchmarks.pgbouncer import PgBouncer, find_pgbouncer
+
+    if find_pgbouncer() is None:
+        reason = "pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    started: list[PgBouncer] = []
+
+    def start(pool_size: int) -> PgBouncer:
+        started.append(PgBouncer(pg_server, pool_size=pool_size).start())
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for bouncer in started:
+            bouncer.stop()
 
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600,

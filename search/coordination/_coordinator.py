@@ -149,16 +149,18 @@ class Coordinator:
         )  # fmt: skip
 
     def join(self) -> int:
-        """A number no other worker of this study has had, handed out under the study lock: it seeds
-        this worker's sampler (workers on different nodes, each numbering its processes from 0, must
-        not share a seed, or they propose the same trials)."""
+        """A number no other worker of this study has had, handed out under the study lock: it seeds this
+        worker's sampler (workers on different nodes, each numbering its processes from 0, must not
+        share a seed, or they propose the same trials). PostgreSQL: on the lock's connection alone."""
 
         def attempt() -> int:
-            with self.lock():
-                study_id = self.study_id()
+            study_id = self.study_id()
+            with self.lock() as conn:
+                if conn is not None:
+                    return st.count_up_study_attr(conn, study_id, WORKERS_ATTR)
                 ordinal = int(self.storage.get_study_user_attrs(study_id).get(WORKERS_ATTR, 0))
                 self.storage.set_study_user_attr(study_id, WORKERS_ATTR, ordinal + 1)
-            return ordinal
+                return ordinal
 
         return retrying(attempt, "joining the study")
 
@@ -221,7 +223,7 @@ class Coordinator:
 
     def counts(self) -> st.TrialCounts:
         def count() -> st.TrialCounts:
-            return st.count_trials(self.storage.engine, self.study_id())
+            return st.count_trials(st.bind_of(self.storage), self.study_id())
 
         return retrying(count, "counting trials")
 
@@ -288,14 +290,12 @@ class Coordinator:
             return st.create_running_trial(conn, st.study_id(study)), counts
 
     def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
-        """The study lock, held at most about one grace period by a holder that stops answering.
-
-        On SQLite a stopped holder keeps it until it ends: that is waited out as an outage is, up to
-        ``--db-outage-limit``, then a temporary failure (``storage.LockTimeout``, exit code 75).
-        """
+        """The study lock, held at most about one grace period by a holder that stops answering. On
+        SQLite a stopped holder keeps it until it ends: that is waited out as an outage is, up to
+        ``--db-outage-limit``, then a temporary failure (``storage.LockTimeout``, exit code 75)."""
         hold = float(self.storage.grace_period or st.DEFAULT_HOLD_S)
         return st.study_lock(self.storage.engine, self.url, self.study_name, hold_s=hold, wait=wait,
-                             wait_s=outage_limit())  # fmt: skip
+                             wait_s=outage_limit(), storage=self.storage)  # fmt: skip
 
     def reap(self, study: optuna.Study) -> list[FrozenTrial]:
         """Fail trials whose worker stopped heartbeating and queue their retries (see ``_reaper``)."""

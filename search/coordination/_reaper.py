@@ -68,7 +68,7 @@ class RetryDeadTrial:
         frees = [*trial.system_attrs.get(FREE_RETRIES_ATTR, []), *([trial.number] if free else [])]
         if len(history) - len(frees) > self.max_retry:
             return None
-        if trial.number in st.retried_trial_numbers(self.storage.engine, st.study_id(study)):
+        if trial.number in st.retried_trial_numbers(st.bind_of(self.storage), st.study_id(study)):
             return None
         system_attrs = {**trial.system_attrs, "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                         "retry_history": history, FREE_RETRIES_ATTR: frees}  # fmt: skip
@@ -82,7 +82,7 @@ class RetryDeadTrial:
         retry_id = self.storage.create_new_trial(st.study_id(study), template_trial=template)
         # Two processes that fail the same attempt at once (a reaper and the worker's own Ctrl-C)
         # can both get past the look above: the older retry stays, a younger one stands down.
-        first = min(st.retries_of(self.storage.engine, st.study_id(study), trial.number), default=retry_id)
+        first = min(st.retries_of(st.bind_of(self.storage), st.study_id(study), trial.number), default=retry_id)
         if first != retry_id:
             self.storage.set_trial_user_attr(
                 retry_id, FAIL_REASON_ATTR, f"not needed: trial {trial.number} has a retry"
@@ -106,7 +106,7 @@ def reap_dead_trials(storage: RDBStorage, study: optuna.Study, lock: Callable[[b
     grace = float(storage.grace_period or 2 * interval)
 
     def find() -> list[int]:
-        return st.stale_trials(storage.engine, st.study_id(study), grace, grace + ORPHAN_SLACK_S)
+        return st.stale_trials(st.bind_of(storage), st.study_id(study), grace, grace + ORPHAN_SLACK_S)
 
     # During an outage find() fails; right after one every heartbeat is old, so live workers get
     # one grace period to beat again before anything counts as dead.

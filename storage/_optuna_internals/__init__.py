@@ -66,8 +66,13 @@ from storage._optuna_internals._access import (  # noqa: E402 - after the check:
     warmup_steps,
     wrapped_pruner,
 )
+from storage._optuna_internals._bound import bind_of, bound_to  # noqa: E402
 from storage._optuna_internals._bulk import copy_trials_for_benchmarks  # noqa: E402
-from storage._optuna_internals._claim import create_running_trial, pop_waiting_trial  # noqa: E402
+from storage._optuna_internals._claim import (  # noqa: E402
+    count_up_study_attr,
+    create_running_trial,
+    pop_waiting_trial,
+)
 from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_ids_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
 from storage._optuna_internals._writes import (  # noqa: E402
@@ -79,6 +84,8 @@ from storage._optuna_internals._writes import (  # noqa: E402
 
 __all__ = [
     "SUPPORTED",
+    "bind_of",
+    "bound_to",
     "bracket_id",
     "cached_frozen_trial",
     "cached_study_trials",
@@ -87,6 +94,7 @@ __all__ = [
     "check_optuna_version",
     "constraint_key",
     "copy_trials_for_benchmarks",
+    "count_up_study_attr",
     "create_running_trial",
     "filter_study",
     "finish_trial",

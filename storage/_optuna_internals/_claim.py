@@ -44,3 +44,19 @@ def pop_waiting_trial(conn: Connection, study_id: int) -> int | None:
     """Turn the study's oldest WAITING trial (a queued retry) RUNNING in ``conn``'s transaction; its id."""
     trial_id = conn.execute(_POP, {"sid": study_id, "now": _utc_now()}).scalar()
     return None if trial_id is None else int(trial_id)
+
+
+# A study attribute counting up, read and written in one statement on the lock's connection: a lock
+# holder that needed a second connection could wait for ever behind PgBouncer's pool, all of whose
+# server connections other workers hold while they wait for the lock.
+_COUNT_UP = sqlalchemy.text(
+    "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (:sid, :key, '1') "
+    "ON CONFLICT (study_id, key) DO UPDATE SET value_json = (study_user_attributes.value_json::bigint + 1)::text "
+    "RETURNING value_json"
+)
+
+
+def count_up_study_attr(conn: Connection, study_id: int, key: str) -> int:
+    """Add one to the study's integer user attribute ``key`` (0 when unset) in ``conn``'s
+    transaction; the value it had."""
+    return int(conn.execute(_COUNT_UP, {"sid": study_id, "key": key}).scalar_one()) - 1

@@ -38,7 +38,7 @@ def test_compose_file_satisfies_the_compose_specification(compose: dict[str, Any
 
 def test_schema_check_rejects_what_compose_rejects(compose: dict[str, Any], schema: dict[str, Any]) -> None:
     broken = copy.deepcopy(compose)
-    broken["services"]["worker"]["depends_on"]["postgres"]["condition"] = "healthy"
+    broken["services"]["worker"]["depends_on"]["pgbouncer"]["condition"] = "healthy"
     broken["services"]["worker"]["container-name"] = "worker"
     broken["volumes"]["pgdata"] = {"driver_opts": "not a mapping"}
     errors = "\n".join(schema_errors(schema, broken))
@@ -48,7 +48,7 @@ def test_schema_check_rejects_what_compose_rejects(compose: dict[str, Any], sche
 
 
 def test_services(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"preflight", "postgres", "mlflow", "dashboard", "start", "worker"}
+    assert set(compose["services"]) == {"preflight", "postgres", "pgbouncer", "mlflow", "dashboard", "start", "worker"}
     assert compose["name"] == "hpsearch", "volumes would be named after the docker/ directory"
 
 

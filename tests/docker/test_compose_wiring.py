@@ -31,13 +31,15 @@ def test_postgres_healthcheck_uses_pg_isready_over_tcp(compose: dict[str, Any]) 
 
 
 def test_every_service_that_uses_postgres_waits_until_it_is_healthy(compose: dict[str, Any]) -> None:
-    users = [
-        name
-        for name, service in compose["services"].items()
-        if any("@postgres:" in value for value in walk_values(service))
-    ]
-    assert set(users) >= {"mlflow", "dashboard", "start", "worker"}
-    assert [name for name in users if not waits_for(compose["services"][name], "postgres", "service_healthy")] == []
+    """Directly (MLflow's server) or through PgBouncer (the studies), which waits for PostgreSQL itself."""
+    services = compose["services"]
+    for server, expected in (("postgres", {"mlflow"}), ("pgbouncer", {"dashboard", "start", "worker"})):
+        users = [name for name, service in services.items() if any(f"@{server}:" in v for v in walk_values(service))]
+        assert set(users) >= expected, server
+        assert [name for name in users if not waits_for(services[name], server, "service_healthy")] == []
+    assert waits_for(services["pgbouncer"], "postgres", "service_healthy")
+    assert service_environment(services["pgbouncer"])["DB_HOST"] == "postgres"
+    assert service_environment(services["pgbouncer"])["POOL_MODE"] == "transaction"
 
 
 def test_runs_wait_until_mlflow_is_healthy(compose: dict[str, Any]) -> None:
@@ -54,7 +56,8 @@ def test_database_urls_carry_no_password_and_use_pgpassword(compose: dict[str, A
         for url in urls:
             parsed = make_url(url)
             assert parsed.password is None, f"{name}: password inside {url}"
-            assert (parsed.drivername, parsed.host, parsed.port) == ("postgresql+psycopg2", "postgres", 5432)
+            assert parsed.drivername == "postgresql+psycopg2" and parsed.port == 5432
+            assert parsed.host in ("postgres", "pgbouncer")
             assert parsed.username == env["POSTGRES_USER"]
         if urls:
             assert environment.get("PGPASSWORD") == env["POSTGRES_PASSWORD"], f"{name}: no PGPASSWORD for libpq"
@@ -78,7 +81,7 @@ def test_clients_reach_the_services_that_compose_defines(compose: dict[str, Any]
     for name in ("dashboard", "start", "worker"):
         environment = service_environment(services[name])
         assert environment["SEARCH_TRACKING_URI"] == "http://mlflow:5000", name
-        assert make_url(environment["SEARCH_STORAGE"]).host == "postgres", name
+        assert make_url(environment["SEARCH_STORAGE"]).host == "pgbouncer", name
     allowed = option(services["mlflow"]["command"], "--allowed-hosts").split(",")
     assert "mlflow:5000" in allowed, "MLflow would refuse requests addressed to http://mlflow:5000"
 

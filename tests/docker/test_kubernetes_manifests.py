@@ -217,11 +217,14 @@ def reachable(policies: list[dict[str, Any]], source: dict[str, str], target: di
 def test_only_the_pods_that_use_them_reach_postgres_and_mlflow():
     policies = [doc for _, doc in _resources() if doc["kind"] == "NetworkPolicy"]
     pods = {name: spec_labels for name, spec_labels in _pod_labels()}
-    assert set(pods) == {"postgres", "mlflow", "dashboard", "start", "workers"}
+    assert set(pods) == {"postgres", "pgbouncer", "mlflow", "dashboard", "start", "workers"}
     stranger = {"app.kubernetes.io/name": "debug-shell"}
     to_postgres = {name for name, labels in pods.items() if reachable(policies, labels, pods["postgres"], 5432)}
-    assert to_postgres == {"workers", "start", "dashboard", "mlflow"}
+    assert to_postgres == {"pgbouncer", "mlflow"}  # the studies' pods through PgBouncer
+    to_pgbouncer = {name for name, labels in pods.items() if reachable(policies, labels, pods["pgbouncer"], 5432)}
+    assert to_pgbouncer == {"workers", "start", "dashboard"}
     assert not reachable(policies, stranger, pods["postgres"], 5432)
+    assert not reachable(policies, stranger, pods["pgbouncer"], 5432)
     to_mlflow = {name for name, labels in pods.items() if reachable(policies, labels, pods["mlflow"], 5000)}
     assert to_mlflow == {"workers", "start"}
     assert not any(reachable(policies, labels, pods["dashboard"], 8080) for labels in [*pods.values(), stranger])
@@ -248,6 +251,7 @@ def test_workers_take_gpus_share_checkpoints_and_have_time_to_clean_up():
     config = next(doc for _, doc in _resources() if doc["kind"] == "ConfigMap")["data"]
     assert config["SEARCH_CHECKPOINT_DIR"] == container["volumeMounts"][0]["mountPath"]
     assert int(config["SEARCH_WAIT_FOR_DB"]) > 0 and config["SEARCH_TRACKING_URI"] == "http://mlflow:5000"
+    assert config["SEARCH_STORAGE"].split("@")[1].startswith("pgbouncer:5432/")  # pgbouncer.yaml's Service
     start = docs["start"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert start[:1] == ["start"] and start[start.index("--workers") + 1] == "0"
 
@@ -256,9 +260,9 @@ def test_servers_have_probes_and_every_hpsearch_container_uses_one_image():
     images = set()
     for name, spec in _pod_specs():
         for container in spec["containers"]:
-            if container["image"] != "postgres:16":
+            if container["image"] not in ("postgres:16", "edoburu/pgbouncer:v1.25.1-p0"):
                 images.add(container["image"])
-            if name in ("postgres", "mlflow", "dashboard"):
+            if name in ("postgres", "pgbouncer", "mlflow", "dashboard"):
                 assert "readinessProbe" in container and "livenessProbe" in container, name
     assert images == {"hpsearch"}  # the kustomization's `images` pins its name and tag
     assert _kustomization()["images"][0]["name"] == "hpsearch"

@@ -1,0 +1,184 @@
+"""Many workers through PgBouncer in transaction mode with fewer server connections than workers:
+the claim, the reaper, heartbeats, the fence and a whole ``search start`` keep the exact budget.
+
+PgBouncer (``benchmarks/pgbouncer.py``, started per test) hands a client a server connection for
+one transaction at a time, so a worker waiting for the study lock holds one of the few server
+connections while it waits; a lock holder that needs a second connection must still get one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[3]
+GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
+
+
+def _study(url: str, name: str, trials: int):
+    from search.api import StartOptions, prepare
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    settings = SearchSettings(heartbeat_interval=1, grace_period=GRACE_S)
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=settings)).record
+    coordinator = Coordinator(url, name)
+    study, _ = coordinator.create_or_resume(record, trials)
+    return coordinator, study
+
+
+class Backends:
+    """The most server connections (backends) to ``database`` seen while it runs."""
+
+    def __init__(self, admin_url: str, database: str) -> None:
+        self.engine = sqlalchemy.create_engine(admin_url, poolclass=sqlalchemy.NullPool)
+        self.database, self.most, self.done = database, 0, threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def watch(self) -> None:
+        query = sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d")
+        with self.engine.connect() as conn:
+            while not self.done.wait(0.02):
+                self.most = max(self.most, conn.execute(query, {"d": self.database}).scalar_one())
+                conn.rollback()
+
+    def __enter__(self) -> Backends:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+        self.engine.dispose()
+
+
+def test_eight_workers_over_two_server_connections_join_reap_and_claim_the_exact_budget(pg_server, pg_url,
+                                                                                       pgbouncers):  # fmt: skip
+    from optuna.trial import TrialState
+
+    from search.coordination import Coordinator
+
+    bouncer = pgbouncers(2)
+    url = bouncer.url(pg_url)
+    first, study = _study(url, "many", trials=12)
+    dead, _ = first.claim(study)  # its worker beats once, at the claim, then dies
+    time.sleep(GRACE_S + 1.5)
+    claimed: list[int] = []
+    slowest: list[float] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            claim_all()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def claim_all() -> None:
+        coordinator = Coordinator(url, "many")
+        mine = coordinator.load()
+        coordinator.join()  # under the study lock, as every worker starts
+        while True:
+            started = time.monotonic()
+            trial, _ = coordinator.claim(mine)
+            slowest.append(time.monotonic() - started)
+            if trial is None:
+                return
+            claimed.append(trial.number)
+            coordinator.storage.record_heartbeat(trial._trial_id)
+            coordinator.storage.set_trial_state_values(trial._trial_id, TrialState.COMPLETE, [0.0])
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(8)]
+    with Backends(pg_server, pg_url.rsplit("/", 1)[1]) as backends:
+        started = time.monotonic()
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join(timeout=120)
+        took = time.monotonic() - started
+    assert not any(thread.is_alive() for thread in workers), "workers still claiming after 120 s"
+    assert not errors, errors
+    trials = first.storage.get_all_trials(first.study_id())
+    assert trials[dead.number].state == TrialState.FAIL  # reaped, and its retry ran
+    assert_exact_budget(trials, 12)
+    assert len(claimed) == 12 and len(set(claimed)) == 12  # 11 new trials and the dead one's retry
+    assert backends.most <= 2, backends.most  # PgBouncer's pool, however many clients
+    assert took < 3 * GRACE_S, f"claims stalled: {took:.1f} s, slowest claim {max(slowest):.1f} s"
+
+
+# A worker's claim that stops itself right after counting, inside the lock, and says what it got once
+# woken (as in test_frozen_lock.py, here through PgBouncer).
+FROZEN_CLAIM = textwrap.dedent(
+    """
+    import os, signal, sys
+    import storage
+    from search.coordination import Coordinator
+
+    counted = storage.count_trials_and_attr
+    def count_then_freeze(*args, **kwargs):
+        result = counted(*args, **kwargs)
+        if not os.environ.get("THAWED"):
+            os.environ["THAWED"] = "1"
+            print("frozen", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return result
+    storage.count_trials_and_attr = count_then_freeze
+
+    coordinator = Coordinator(sys.argv[1], sys.argv[2])
+    study = coordinator.load()
+    trial, counts = coordinator.claim(study)
+    print("claimed", None if trial is None else trial.number, flush=True)
+    """
+)
+
+
+def test_a_worker_frozen_inside_the_lock_behind_pgbouncer_is_fenced_off(pg_url, pgbouncers):
+    """The server ends the frozen holder's transaction after the grace period; PgBouncer drops its
+    client with it, the live worker spends the budget, and the woken one writes nothing."""
+    bouncer = pgbouncers(2)
+    url = bouncer.url(pg_url)
+    coordinator, study = _study(url, "frozen", trials=2)
+    child = subprocess.Popen([sys.executable, "-c", FROZEN_CLAIM, url, "frozen"], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        wait_for(lambda: Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", 60,
+                 "the claim to freeze inside the lock")  # fmt: skip
+        started = time.monotonic()
+        claimed = [coordinator.claim(study)[0] for _ in range(3)]
+        waited = time.monotonic() - started
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=120)
+    assert [None if t is None else t.number for t in claimed] == [0, 1, None]
+    assert waited < GRACE_S + 20, waited
+    assert child.returncode == 0, err
+    assert out.splitlines() == ["frozen", "claimed None"], err
+    assert [t.number for t in study.get_trials(deepcopy=False)] == [0, 1]
+
+
+def test_search_start_with_two_workers_through_pgbouncer_spends_the_exact_budget(pg_url, pgbouncers, cli,
+                                                                                tmp_path):  # fmt: skip
+    import storage
+
+    bouncer = pgbouncers(2)
+    url = bouncer.url(pg_url)
+    done = cli("start", "--study", str(SLEEP_STUDY), "--name", "pooled", "--trials", "4", "--workers", "2",
+               "--storage", url, "--study-option", "epochs=2", "--study-option", "epoch_seconds=0.05", *FAST,
+               "--quiet", cwd=tmp_path, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    backend = storage.open_optuna_storage(pg_url)
+    trials = backend.get_all_trials(backend.get_study_id_from_name("pooled"))
+    assert_exact_budget(trials, 4)
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    backend.engine.dispose()
