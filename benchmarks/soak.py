@@ -41,7 +41,7 @@ running).
         --pruner asha:min=1,factor=2 --sampler random --epochs 16   # freeze-thaw: trials pause and resume
     python benchmarks/soak.py --trials 40 --workers 3 --kill-every 10 --pause-every 10 --pg-restarts 0 \
         --pruner pbt:interval=2,min_trials=3 --sampler random --epochs 8   # population-based training
-    python benchmarks/soak.py --trials 30 --workers 4 --kill-every 5 --pg-restarts 0 --pgbouncer 2
+    python benchmarks/soak.py --trials 30 --workers 4 --kill-every 20 --pg-restarts 0 --pgbouncer 2
 
 ``--pgbouncer N`` runs the study through a PgBouncer in transaction mode with N server connections
 (``benchmarks/pgbouncer.py``, started and stopped by the soak); either way the soak prints the most
