@@ -43,6 +43,7 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
           narrow: dict[str, tuple[float, float]] | None = None, gpus: str | None = None,
           timeout: float | str | None = None, stop_at: float | None = None, grid: dict[str, list[Any]] | None = None,
           quiet: bool = True, objectives: Sequence[str] = (), constraints: Sequence[str] = (),
+          warm_start_from: str | None = None, warm_start_top: int = 5,
           **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
     """Create or resume a study, train ``trials`` trials with ``workers`` local worker processes,
     then retrain the best at full scale and register it, as ``search start`` does.
@@ -54,7 +55,8 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
     trial after them, as ``--timeout`` and ``--stop-at``. With ``sampler="grid"``, ``grid`` gives
     parameters' values (``--grid``) and ``trials`` defaults to the grid's size. ``objectives``
     (``["val_loss:min", "val_accuracy:max"]``) and ``constraints`` (``["val_f1>=0.5"]``) are
-    ``--objective`` and ``--constraint`` (docs/objectives.md); ``select`` is a setting. The rest of the
+    ``--objective`` and ``--constraint`` (docs/objectives.md); ``select`` is a setting.
+    ``warm_start_from`` and ``warm_start_top`` are ``--warm-start-from`` and ``--warm-start-top``. The rest of the
     keywords say where the study lives (see the module's docstring).
 
     >>> import search
@@ -80,6 +82,7 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
                         narrow={k: [float(v) for v in r] for k, r in (narrow or {}).items()},
                         explicit=frozenset(explicit), stop_at=stop_at, grid=dict(grid or {}),
                         objectives=tuple(objectives), constraints=tuple(constraints),
+                        warm_start_from=warm_start_from, warm_start_top=warm_start_top,
                         timeout=None if timeout is None else parse_duration(timeout))  # fmt: skip
     check_flags(opts)
     local = start_workers(opts, debug=False)

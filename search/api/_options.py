@@ -53,6 +53,10 @@ class StartOptions:
     """Configurations to try first (``--enqueue FILE``), queued as the study is created or resumed."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """With ``--sampler grid``: values of parameters (``--grid``); the others take their declared choices."""
+    warm_start_from: str | None = None
+    """``--warm-start-from``: an earlier study whose best configurations a new study runs first."""
+    warm_start_top: int = 5
+    """``--warm-start-top``: how many of them."""
     objectives: tuple[str, ...] = ()
     """``--objective METRIC:min|max`` texts, in order; none: the study's own metric (or a resumed study's)."""
     constraints: tuple[str, ...] = ()

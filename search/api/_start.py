@@ -21,6 +21,7 @@ from search.api._options import LocalWorkers, StartOptions, check_flags, start_w
 from search.api._output import final_summary, watch_hints
 from search.api._resume import resume_options, start_name
 from search.api._signals import interrupted_exit_code
+from search.api._warm_start import warm_start
 from search.coordination import Coordinator, EarlyStop, study_finished
 from search.exceptions import SearchError, WorkerFaultError
 from search.execution import (
@@ -171,7 +172,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         loc = locations(kwargs, create=False)
         check_reachable(loc)
         opts, changes = resume_options(opts, loc)
-        prepared = prepare(opts)
+        prepared, warm = warm_start(loc, prepare(opts), opts.warm_start_from, opts.warm_start_top)
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
@@ -199,7 +200,8 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     gc.freeze()
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
     if prepared.enqueue and not opts.quiet:
-        print(f"  queued {len(prepared.enqueue)} known configurations to run first (--enqueue)", flush=True)
+        print(f"  {warm}" if warm and not opts.enqueue else f"  queued {len(prepared.enqueue)} known "
+              f"configurations to run first (--enqueue{', --warm-start-from' * bool(warm)})", flush=True)  # fmt: skip
     _announce(changes, opts.quiet)
     if len(procs) < workers:  # those left for later start once the first ones have claimed
         try:

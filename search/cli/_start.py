@@ -87,6 +87,17 @@ _settings_options = stack(
     metavar="FILE",
     help="Configurations to try first: a JSON list of objects or a CSV file with a parameter per column.",
 )
+@option("--warm-start-from", metavar="STUDY",
+        help="A new study runs the best configurations of STUDY (same storage) first, mapped onto its "
+             "space: a parameter it lacks or a value it does not admit is left to the sampler.")  # fmt: skip
+@option(
+    "--warm-start-top",
+    type=int,
+    default=5,
+    show_default=True,
+    metavar="K",
+    help="With --warm-start-from: how many of its best complete trials that meet its constraints.",
+)
 @option(
     "--stop-at",
     type=float,
@@ -149,7 +160,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         workers_per_gpu=kwargs.pop("workers_per_gpu"), gpu_memory_fraction=kwargs.pop("gpu_memory_fraction"),
         narrow=narrow, grid=grid, explicit=frozenset(given), timeout=kwargs.pop("timeout"),
         stop_at=kwargs.pop("stop_at"), objectives=tuple(kwargs.pop("objectives")),
-        constraints=tuple(kwargs.pop("constraints")),
+        constraints=tuple(kwargs.pop("constraints")), warm_start_from=kwargs.pop("warm_start_from"),
+        warm_start_top=kwargs.pop("warm_start_top"),
     )  # fmt: skip
     check_flags(opts)
     stop_on_signals()  # SIGTERM and SIGHUP stop the workers started below as Ctrl-C does
