@@ -21,12 +21,14 @@ from storage._mlflow import (
 )
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._optuna_internals import (
+    INDEXES,
     bracket_id,
     cached_frozen_trial,
     cached_study_trials,
     cached_trials,
     copy_trials_for_benchmarks,
     create_running_trial,
+    ensure_indexes,
     filter_study,
     finish_trial,
     hyperband_brackets,
@@ -56,6 +58,7 @@ from storage._optuna_internals import (
 )
 from storage._paused import paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._summary import FinishWindow, StudyGlance, finish_window, glance, read_some, retried_as, trial_objectives
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (
     describe,
@@ -69,6 +72,8 @@ from storage._urls import (
 )
 
 __all__ = [
+    "INDEXES",
+    "ensure_indexes",
     "bracket_id",
     "cached_frozen_trial",
     "cached_study_trials",
@@ -101,7 +106,14 @@ __all__ = [
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",
+    "FinishWindow",
+    "StudyGlance",
     "StudyTrials",
+    "finish_window",
+    "glance",
+    "read_some",
+    "retried_as",
+    "trial_objectives",
     "read_trials",
     "TRACKING_MAX_OVERFLOW",
     "TRACKING_POOL_SIZE",

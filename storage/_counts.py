@@ -13,25 +13,25 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
-# Physical trials by state, how many are retries and paused attempts; one study user attribute
-# (``:key``, none when NULL) and the paused attempts resumed since ride on an extra row whose state is
-# NULL (a study with no trials has no other row). Those are counted by the attempts that resumptions
-# name in ``resumed_from``, each once: the retry of a resumption whose worker died names it too.
+# Physical trials by state; on an extra row whose state is NULL (a study with no trials has no other
+# row): how many are retries and paused attempts, one study user attribute (``:key``, none when NULL)
+# and the paused attempts resumed since. Those are counted by the attempts that resumptions name in
+# ``resumed_from``, each once: the retry of a resumption whose worker died names it too. Each part is
+# an index's range (``storage._optuna_internals.INDEXES``): the study's trials by state, and the few
+# attributes of one key, not a join of every trial with every attribute.
 _COUNTS = sqlalchemy.text(
     """
-    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS paused,
+    SELECT NULL AS state, 0 AS n,
+           (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
+            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
+           (SELECT count(*) FROM trial_user_attributes p JOIN trials t ON t.trial_id = p.trial_id
+            WHERE p.key = 'paused_at' AND t.study_id = :sid AND t.state = 'PRUNED') AS paused,
            (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
             JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
-    SELECT t.state, count(*) AS n,
-           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries,
-           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused, 0 AS resumed, NULL AS attr
-    FROM trials t
-    LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
-    LEFT JOIN trial_user_attributes p ON p.trial_id = t.trial_id AND p.key = 'paused_at' AND t.state = 'PRUNED'
-    WHERE t.study_id = :sid
-    GROUP BY t.state
+    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS resumed, NULL AS attr
+    FROM trials WHERE study_id = :sid GROUP BY state
     """
 )
 
@@ -102,6 +102,5 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
     raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    retries, paused = (sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "paused"))
-    counts = TrialCounts(by_state, retries, int(extra.resumed or 0), paused)
+    counts = TrialCounts(by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0))
     return counts, None if raw is None else json.loads(raw)
