@@ -50,6 +50,7 @@ from storage._optuna_internals import (
     share_random_stream,
     store_steps,
     study_id,
+    study_of_trials,
     study_storage,
     trial_id,
     trial_time_columns,
@@ -58,7 +59,16 @@ from storage._optuna_internals import (
 )
 from storage._paused import paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
-from storage._summary import FinishWindow, StudyGlance, finish_window, glance, read_some, retried_as, trial_objectives
+from storage._summary import (
+    FinishWindow,
+    StudyGlance,
+    fail_reasons,
+    finish_window,
+    glance,
+    read_some,
+    retried_as,
+    trial_objectives,
+)
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (
     describe,
@@ -94,6 +104,7 @@ __all__ = [
     "set_study_storage",
     "share_random_stream",
     "study_id",
+    "study_of_trials",
     "study_storage",
     "trial_id",
     "trial_time_columns",
@@ -109,6 +120,7 @@ __all__ = [
     "FinishWindow",
     "StudyGlance",
     "StudyTrials",
+    "fail_reasons",
     "finish_window",
     "glance",
     "read_some",

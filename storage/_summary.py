@@ -57,6 +57,13 @@ _FIRST_START = sqlalchemy.text("SELECT min(datetime_start) FROM trials WHERE stu
 _FINISHED_SINCE = sqlalchemy.text(
     "SELECT count(*) AS n, max(datetime_complete) AS last FROM trials WHERE study_id = :sid AND datetime_complete >= :t"
 ).columns(sqlalchemy.column("n", sqlalchemy.Integer), sqlalchemy.column("last", sqlalchemy.DateTime))
+_FAIL_REASONS = sqlalchemy.text(
+    """
+    SELECT r.value_json FROM trials t
+    LEFT JOIN trial_user_attributes r ON r.trial_id = t.trial_id AND r.key = 'fail_reason'
+    WHERE t.study_id = :sid AND t.state = 'FAIL' ORDER BY t.trial_id
+    """
+)
 _RETRIES = sqlalchemy.text(
     """
     SELECT t.number, a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
@@ -137,6 +144,11 @@ def retried_as(conn: Connection, study_id: int) -> dict[int, int]:
         if names:
             out[int(names[-1])] = int(number)
     return out
+
+
+def fail_reasons(conn: Connection, study_id: int) -> list[Any]:
+    """Every failed trial's ``fail_reason`` user attribute (None where it has none), in trial order."""
+    return [None if raw is None else json.loads(raw) for (raw,) in conn.execute(_FAIL_REASONS, {"sid": study_id})]
 
 
 def read_some(storage: RDBStorage, trial_ids: list[int]) -> dict[int, FrozenTrial]:

@@ -118,9 +118,12 @@ def top_value_rows(coordinator: Coordinator, key: SortKey, top: int,
 
 def failure_reasons(rows: list[TrialRow]) -> list[tuple[str, int]]:
     """Failed trials' reasons with counts, most frequent first (a reason's first line, numbers kept)."""
-    reasons = Counter((r.fail_reason or "no reason recorded").strip().splitlines()[0] for r in rows
-                      if r.state == "FAIL")  # fmt: skip
-    return reasons.most_common()
+    return count_reasons([r.fail_reason for r in rows if r.state == "FAIL"])
+
+
+def count_reasons(reasons: list[Any]) -> list[tuple[str, int]]:
+    """Failed trials' ``fail_reason`` values counted by first line, most frequent first."""
+    return Counter((reason or "no reason recorded").strip().splitlines()[0] for reason in reasons).most_common()
 
 
 def rows_to_json(rows: list[TrialRow]) -> str:
