@@ -69,7 +69,7 @@ from storage._optuna_internals._access import (  # noqa: E402 - after the check:
 from storage._optuna_internals._bulk import copy_trials_for_benchmarks  # noqa: E402
 from storage._optuna_internals._claim import create_running_trial, pop_waiting_trial  # noqa: E402
 from storage._optuna_internals._indexes import INDEXES, ensure_indexes  # noqa: E402
-from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_ids_query  # noqa: E402
+from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_changes_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
 from storage._optuna_internals._writes import finish_trial, set_trial_params, set_user_attrs  # noqa: E402
 
@@ -108,8 +108,8 @@ __all__ = [
     "study_of_trials",
     "study_storage",
     "system_attrs_query",
+    "trial_changes_query",
     "trial_id",
-    "trial_ids_query",
     "trial_time_columns",
     "versions_on_demand",
     "warmup_steps",
