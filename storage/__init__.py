@@ -6,7 +6,7 @@ with TCP keepalive and a ping for connections that sat idle. Passwords never app
 this package returns as text.
 """
 
-from storage._counts import TrialCounts, count_trials, count_trials_and_attr
+from storage._counts import FINISHED, TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, retries_of, stale_trials
@@ -82,6 +82,7 @@ from storage._urls import (
 )
 
 __all__ = [
+    "FINISHED",
     "INDEXES",
     "ensure_indexes",
     "bracket_id",
