@@ -91,9 +91,25 @@ class StudyTrials:
         pos = bisect.bisect_left(ids, own_id)
         return [*trials[:pos], own, *trials[pos + (pos < len(ids) and ids[pos] == own_id) :]]
 
+    def _update_view(self, changed: list[int]) -> None:
+        """Bring :meth:`_listed`'s lists up to date with the copies of ``changed`` ids (read, or dropped)."""
+        if self._view is None:
+            return
+        ids, listed = self._view
+        for tid in sorted(changed):
+            at = bisect.bisect_left(ids, tid)
+            present = at < len(ids) and ids[at] == tid
+            if tid in self._others and present:
+                listed[at] = self._others[tid]
+            elif tid in self._others:
+                ids.insert(at, tid)
+                listed.insert(at, self._others[tid])
+            elif present:
+                del ids[at], listed[at]
+
     def _listed(self) -> tuple[list[int], list[FrozenTrial]]:
-        """The ids and copies of the trials read, in id order; made again only after a read changed them
-        (a list of 100,000 trials takes longer to make than the read of what changed)."""
+        """The ids and copies of the trials read, in id order; made once, then kept up to date with what each
+        read changed (a list of 100,000 trials takes longer to make than the read of what changed)."""
         if self._view is None:
             ids = [tid for tid in self._order if tid in self._others]
             self._view = (ids, [self._others[tid] for tid in ids])
@@ -120,8 +136,8 @@ class StudyTrials:
             self.own_system_attrs = {key: json.loads(value) for key, value in rows}
         self.fetched += len(fresh)
         self._others.update(fresh)
-        if fresh or self._others.pop(own_id, None) is not None:  # type: ignore[arg-type]
-            self._view = None
+        popped = self._others.pop(own_id, None) if own_id is not None else None
+        self._update_view([*fresh, *([own_id] if popped is not None else [])])
         self._pending = {tid for tid in states if tid not in self._finished} | (self._pending - set(states))
 
     def _changes(self, conn: Any) -> dict[int, Any]:
@@ -150,8 +166,6 @@ class StudyTrials:
                     self._order = sorted([*self._order, *added])
                 else:
                     self._order.extend(added)
-                if added:
-                    self._view = None
                 return states
         rows = conn.execute(query, {"study": self._study_id, "count": 0, "ids": []}).all()
         numbers = sorted(number for _, number, _ in rows if number is not None)
