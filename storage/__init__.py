@@ -6,7 +6,7 @@ with TCP keepalive and a ping for connections that sat idle. Passwords never app
 this package returns as text.
 """
 
-from storage._counts import TrialCounts, count_trials, count_trials_and_attr
+from storage._counts import FINISHED, TrialCounts, count_trials, count_trials_and_attr
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, retries_of, stale_trials
@@ -21,6 +21,7 @@ from storage._mlflow import (
 )
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._optuna_internals import (
+    INDEXES,
     bind_of,
     bound_to,
     bracket_id,
@@ -31,6 +32,7 @@ from storage._optuna_internals import (
     copy_trials_for_benchmarks,
     count_up_study_attr,
     create_running_trial,
+    ensure_indexes,
     evict_paused,
     filter_study,
     finish_trial,
@@ -53,6 +55,7 @@ from storage._optuna_internals import (
     share_random_stream,
     store_steps,
     study_id,
+    study_of_trials,
     study_storage,
     trial_id,
     trial_time_columns,
@@ -61,6 +64,16 @@ from storage._optuna_internals import (
 )
 from storage._paused import paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._summary import (
+    FinishWindow,
+    StudyGlance,
+    fail_reasons,
+    finish_window,
+    glance,
+    read_some,
+    retried_as,
+    trial_objectives,
+)
 from storage._trials import StudyTrials, read_trials
 from storage._urls import (
     describe,
@@ -74,8 +87,11 @@ from storage._urls import (
 )
 
 __all__ = [
+    "FINISHED",
+    "INDEXES",
     "bind_of",
     "bound_to",
+    "ensure_indexes",
     "bracket_id",
     "cached_frozen_trial",
     "cached_study_trials",
@@ -96,6 +112,7 @@ __all__ = [
     "set_study_storage",
     "share_random_stream",
     "study_id",
+    "study_of_trials",
     "study_storage",
     "trial_id",
     "trial_time_columns",
@@ -108,7 +125,15 @@ __all__ = [
     "MAX_OVERFLOW",
     "POOL_SIZE",
     "StorageError",
+    "FinishWindow",
+    "StudyGlance",
     "StudyTrials",
+    "fail_reasons",
+    "finish_window",
+    "glance",
+    "read_some",
+    "retried_as",
+    "trial_objectives",
     "read_trials",
     "TRACKING_MAX_OVERFLOW",
     "TRACKING_POOL_SIZE",

@@ -13,29 +13,45 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
-# Physical trials by state, how many are retries, paused attempts and evicted ones; one study user attribute
-# (``:key``, none when NULL) and the paused attempts resumed since ride on an extra row whose state is
-# NULL (a study with no trials has no other row). Those are counted by the attempts that resumptions
-# name in ``resumed_from``, each once: the retry of a resumption whose worker died names it too.
+# Physical trials by state; on an extra row whose state is NULL (a study with no trials has no other
+# row): how many are retries, paused attempts and evicted ones, one study user attribute (``:key``, none when NULL)
+# and the paused attempts resumed since. Those are counted by the attempts that resumptions name in
+# ``resumed_from``, each once: the retry of a resumption whose worker died names it too. Each part is
+# an index's range (``storage._optuna_internals.INDEXES``): the study's trials by state, and the few
+# attributes of one key, not a join of every trial with every attribute.
 _COUNTS = sqlalchemy.text(
     """
-    SELECT NULL AS state, 0 AS n, 0 AS retries, 0 AS paused, 0 AS evicted,
+    SELECT NULL AS state, 0 AS n,
+           (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
+            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
+           (SELECT count(*) FROM trial_user_attributes p JOIN trials t ON t.trial_id = p.trial_id
+            WHERE p.key = 'paused_at' AND t.study_id = :sid AND t.state = 'PRUNED') AS paused,
+           (SELECT count(*) FROM trial_user_attributes e JOIN trials t ON t.trial_id = e.trial_id
+            WHERE e.key = 'paused_evicted' AND t.study_id = :sid AND t.state = 'PRUNED') AS evicted,
            (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
             JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
-    SELECT t.state, count(*) AS n,
-           sum(CASE WHEN a.trial_id IS NULL THEN 0 ELSE 1 END) AS retries,
-           sum(CASE WHEN p.trial_id IS NULL THEN 0 ELSE 1 END) AS paused,
-           sum(CASE WHEN e.trial_id IS NULL THEN 0 ELSE 1 END) AS evicted, 0 AS resumed, NULL AS attr
-    FROM trials t
-    LEFT JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = 'failed_trial'
-    LEFT JOIN trial_user_attributes p ON p.trial_id = t.trial_id AND p.key = 'paused_at' AND t.state = 'PRUNED'
-    LEFT JOIN trial_user_attributes e ON e.trial_id = t.trial_id AND e.key = 'paused_evicted' AND t.state = 'PRUNED'
-    WHERE t.study_id = :sid
-    GROUP BY t.state
+    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS evicted, 0 AS resumed, NULL AS attr
+    FROM trials WHERE study_id = :sid GROUP BY state
     """
 )
+
+
+# What a claim needs, each part one index's range: however large the study, a few rows read. The trials
+# number 0, 1, 2, ... (``storage._optuna_internals._claim``), so the highest number + 1 is their count.
+_CLAIM_COUNTS = sqlalchemy.text(
+    """
+    SELECT (SELECT COALESCE(max(number) + 1, 0) FROM trials WHERE study_id = :sid) AS n,
+           (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'RUNNING') AS running,
+           (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'WAITING') AS waiting,
+           (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
+            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
+           (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
+    """
+)
+FINISHED = "FINISHED"
+"""The one state of a claim's counts for every finished trial (see :func:`count_trials_and_attr`)."""
 
 
 @dataclass(frozen=True)
@@ -93,19 +109,31 @@ def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
     return count_trials_and_attr(bind, study_id, None)[0]
 
 
-def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | None) -> tuple[TrialCounts, Any]:
+def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | None, *,
+                          finished_apart: bool = True) -> tuple[TrialCounts, Any]:  # fmt: skip
     """The counts and one study user attribute (JSON-decoded, ``None`` if unset) in one round trip.
 
     What a claim reads under the study lock: every statement there is paid by every worker in turn.
+    A claim needs of the counts only the running, queued and logical trials: with ``finished_apart``
+    false the finished trials are counted as one state, ``FINISHED`` (not COMPLETE, PRUNED or FAIL,
+    which read as 0, nor paused and resumed attempts), from the indexes alone, where telling them
+    apart reads every trial of the study (about 25 ms at 100,000 trials, inside the lock).
     """
     if isinstance(bind, Engine):
         with bind.connect() as conn:
-            return count_trials_and_attr(conn, study_id, key)
+            return count_trials_and_attr(conn, study_id, key, finished_apart=finished_apart)
+    if not finished_apart:
+        row = bind.execute(_CLAIM_COUNTS, {"sid": study_id, "key": key}).one()
+        running, waiting = int(row.running), int(row.waiting)
+        by_state = {"RUNNING": running, "WAITING": waiting, FINISHED: int(row.n) - running - waiting}
+        counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0))
+        return counts, None if row.attr is None else json.loads(row.attr)
     rows = bind.execute(_COUNTS, {"sid": study_id, "key": key}).fetchall()
     extra = next(r for r in rows if r.state is None)
     raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    retries, paused, evicted = (sum(int(getattr(r, k) or 0) for r in states) for k in ("retries", "paused", "evicted"))
-    counts = TrialCounts(by_state, retries, int(extra.resumed or 0), paused, evicted)
+    counts = TrialCounts(
+        by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0), int(extra.evicted or 0)
+    )
     return counts, None if raw is None else json.loads(raw)

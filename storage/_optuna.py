@@ -19,7 +19,7 @@ from storage._engine import (
     tune_sqlite_connections,
 )
 from storage._errors import StorageError
-from storage._optuna_internals import versions_on_demand
+from storage._optuna_internals import ensure_indexes, versions_on_demand
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ def open_optuna_storage(
     ``schema_checked``: the process that started this one has just opened ``url`` in full (creating
     Optuna's tables, or checking that their schema is this Optuna's), so they are neither created
     nor checked again, and Optuna's schema-version bookkeeping (Alembic's import and its revision
-    read, 0.3-0.6 s of a worker's start) is made only if something asks for it.
+    read, 0.3-0.6 s of a worker's start) is made only if something asks for it. Opened in full, the
+    project's indexes on Optuna's tables are made if missing (``storage._optuna_internals.INDEXES``).
     """
     from optuna.storages import RDBStorage
 
@@ -123,6 +124,11 @@ def open_optuna_storage(
             check_schema(storage, url)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise StorageError(explain_db_error(url, exc)) from None
+    if not schema_checked:
+        try:
+            ensure_indexes(storage.engine)
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise StorageError(explain_db_error(url, exc)) from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)

@@ -15,6 +15,7 @@ workers the W - 1 running trials are otherwise read in full at every claim and e
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import json
 from collections.abc import Mapping
@@ -38,7 +39,11 @@ class StudyTrials:
         self._storage = storage
         self._study_id = study_id
         self._finished: dict[int, FrozenTrial] = {}  # by trial_id; a finished trial never changes
-        self._order: list[int] = []
+        self._order: list[int] = []  # every trial id seen, ascending
+        self._pending: set[int] = set()  # ids seen but not yet read finished: each read looks at them again
+        self._numbers = 0  # the trials numbered 0 .. _numbers - 1 have been seen
+        self._dense = True  # numbers have no gaps (always, but for a database written by other means)
+        self._view: tuple[list[int], list[FrozenTrial]] | None = None  # _listed(), until a read changes it
         self._others: dict[int, FrozenTrial] = {}
         self.own_system_attrs: dict[str, Any] = {}
         self.fetched = 0  # trials read in full, for tests and benchmarks
@@ -74,19 +79,47 @@ class StudyTrials:
 
         with scoped_session(self._storage) as session:
             self._refresh(session, None, running, own_attrs=False)
-        return [self._others[tid] for tid in self._order if tid in self._others]
+        return list(self._listed()[1])
 
     def with_own(self, own: FrozenTrial) -> list[FrozenTrial]:
         """The study's trials as last read, with ``own`` (the reporting trial) in its place."""
         own_id = trial_id(own)
-        return [own if tid == own_id else self._others[tid] for tid in self._order
-                if tid == own_id or tid in self._others]  # fmt: skip
+        ids, trials = self._listed()
+        at = bisect.bisect_left(self._order, own_id)
+        if at == len(self._order) or self._order[at] != own_id:  # not seen yet
+            return list(trials)
+        pos = bisect.bisect_left(ids, own_id)
+        return [*trials[:pos], own, *trials[pos + (pos < len(ids) and ids[pos] == own_id) :]]
+
+    def _update_view(self, changed: list[int]) -> None:
+        """Bring :meth:`_listed`'s lists up to date with the copies of ``changed`` ids (read, or dropped)."""
+        if self._view is None:
+            return
+        ids, listed = self._view
+        for tid in sorted(changed):
+            at = bisect.bisect_left(ids, tid)
+            present = at < len(ids) and ids[at] == tid
+            if tid in self._others and present:
+                listed[at] = self._others[tid]
+            elif tid in self._others:
+                ids.insert(at, tid)
+                listed.insert(at, self._others[tid])
+            elif present:
+                del ids[at], listed[at]
+
+    def _listed(self) -> tuple[list[int], list[FrozenTrial]]:
+        """The ids and copies of the trials read, in id order; made once, then kept up to date with what each
+        read changed (a list of 100,000 trials takes longer to make than the read of what changed)."""
+        if self._view is None:
+            ids = [tid for tid in self._order if tid in self._others]
+            self._view = (ids, [self._others[tid] for tid in ids])
+        return self._view
 
     def _refresh(self, session: Any, own_id: int | None, running: bool, own_attrs: bool) -> None:
-        from storage._optuna_internals import system_attrs_query, trial_ids_query
+        from storage._optuna_internals import system_attrs_query
 
         conn = session.connection()  # prebuilt statements, run without the ORM's work per query
-        states = {tid: state for tid, state in conn.execute(trial_ids_query(), {"study": self._study_id})}
+        states = self._changes(conn)
         wanted = [
             tid
             for tid, state in states.items()
@@ -102,14 +135,54 @@ class StudyTrials:
             rows = conn.execute(system_attrs_query(), {"trial": own_id})
             self.own_system_attrs = {key: json.loads(value) for key, value in rows}
         self.fetched += len(fresh)
-        self._order = list(states)
-        known = {**self._others, **fresh, **self._finished}
-        self._others = {tid: known[tid] for tid in states if tid in known and tid != own_id}
+        self._others.update(fresh)
+        popped = self._others.pop(own_id, None) if own_id is not None else None
+        self._update_view([*fresh, *([own_id] if popped is not None else [])])
+        self._pending = {tid for tid in states if tid not in self._finished} | (self._pending - set(states))
+
+    def _changes(self, conn: Any) -> dict[int, Any]:
+        """The states of the trials new since the last read and of those not yet read finished, by id.
+
+        Finished trials never change, so only those need a look: O(running trials + new ones), where
+        reading every trial's id and state took 70% of a pruner's decision at 100,000 trials. New
+        trials are those numbered from the count already seen: a study's trials are numbered 0, 1,
+        2, ... in the order their creations commit (each creator holds the study's row lock), so a
+        trial never appears below a number already seen. Should the numbers have a gap (a database
+        written by other means), every trial's id and state is read, as before, from then on; and
+        so is it when more trials are pending than one statement may name.
+        """
+        from storage._optuna_internals import trial_changes_query
+
+        query = trial_changes_query()
+        if self._dense and len(self._pending) <= _CHUNK:
+            params = {"study": self._study_id, "count": self._numbers, "ids": sorted(self._pending)}
+            rows = conn.execute(query, params).all()
+            new = sorted(number for _, number, _ in rows if number is not None and number >= self._numbers)
+            if new == list(range(self._numbers, self._numbers + len(new))):
+                self._numbers += len(new)
+                states = _by_id(rows)
+                added = [tid for tid in states if tid not in self._pending]
+                if added and self._order and added[0] < self._order[-1]:
+                    self._order = sorted([*self._order, *added])
+                else:
+                    self._order.extend(added)
+                return states
+        rows = conn.execute(query, {"study": self._study_id, "count": 0, "ids": []}).all()
+        numbers = sorted(number for _, number, _ in rows if number is not None)
+        self._dense, self._numbers = numbers == list(range(len(rows))), len(rows)
+        states = _by_id(rows)
+        self._order, self._view = list(states), None
+        return states
 
     def _kept(self, trial_id: int, state: Any) -> bool:
         """Whether the copy of an unfinished trial may stand: read in the same state, with its params."""
         trial = self._others.get(trial_id)
         return trial is not None and trial.state == state and bool(trial.params)
+
+
+def _by_id(rows: list[Any]) -> dict[int, Any]:
+    """Trial states by id, in id order, of rows (trial_id, number, state)."""
+    return {int(tid): state for tid, _, state in sorted(rows, key=lambda row: row[0])}
 
 
 def read_trials(session: Any, trial_ids: list[int]) -> dict[int, FrozenTrial]:

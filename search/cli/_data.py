@@ -39,19 +39,23 @@ def trials(**kwargs: Any) -> None:
     five most accurate."""
     from search.api._open import open_existing
     from search.exceptions import SearchError
-    from search.observation import parse_sort, rows_to_csv, rows_to_json, sort_rows, trial_rows
+    from search.observation import parse_sort, rows_to_csv, rows_to_json, sort_rows, top_value_rows, trial_rows
 
     as_json, as_csv, states = kwargs.pop("as_json"), kwargs.pop("as_csv"), kwargs.pop("states")
     sort_spec, top = kwargs.pop("sort_spec"), kwargs.pop("top")
     if as_json and as_csv:
         raise SearchError("give --json or --csv, not both")
     coordinator = open_existing(kwargs)
-    rows = trial_rows(coordinator, tuple(s.upper() for s in states) or None)
-    if sort_spec or top:
-        record = coordinator.read_record()
-        rows = sort_rows(
-            rows, parse_sort(sort_spec or "value", rows, record.goals()[0].metric, record.goals()[0].direction), top
-        )
+    wanted = tuple(s.upper() for s in states) or None
+    record = coordinator.read_record() if sort_spec or top else None
+    if record is not None and top and (sort_spec or "value").partition(":")[0] == "value":
+        key = parse_sort(sort_spec or "value", [], record.goals()[0].metric, record.goals()[0].direction)
+        rows = top_value_rows(coordinator, key, top, wanted)  # the best N: only those read in full
+    else:
+        rows = trial_rows(coordinator, wanted)
+        if record is not None:
+            goal = record.goals()[0]
+            rows = sort_rows(rows, parse_sort(sort_spec or "value", rows, goal.metric, goal.direction), top)
     if as_json:
         click.echo(rows_to_json(rows))
     elif as_csv:

@@ -85,7 +85,8 @@ def report(**kwargs: Any) -> None:
     It shows the champion (version, test metrics, exports), the optimization history, learning
     curves (pruned trials cut short), parallel coordinates, parameter importances, slice plots of
     the most important parameters, the epochs and training time pruning saved, failure reasons
-    with counts, which worker ran which trial, and a sortable table of every trial.
+    with counts, which worker ran which trial, and a sortable table of every trial. Past 1,000 trials
+    the figures draw a sample of about 1,000 and the table lists the best 1,000, each saying so.
     """
     from search.api._open import open_existing_with_locations
     from search.observation import REPORT_ARTIFACT, write_report

@@ -274,11 +274,11 @@ class Coordinator:
         lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
         """
         with self.lock() as conn:
-            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, st.study_id(study), BUDGET_ATTR)
+            sid = st.study_id(study)
+            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, sid, BUDGET_ATTR,
+                                                      finished_apart=False)  # all finished as one: no scan  # fmt: skip
             if counts.state("WAITING"):
-                popped = (
-                    st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, st.study_id(study))
-                )
+                popped = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
                 if popped is not None:
                     return popped, counts
             if (resumed := resume_paused(self, study, conn)) is not None:  # freeze-thaw: a paused trial
@@ -286,8 +286,8 @@ class Coordinator:
             if counts.logical >= int(budget or 0):
                 return None, counts
             if conn is None:
-                return st.study_storage(study).create_new_trial(st.study_id(study)), counts
-            return st.create_running_trial(conn, st.study_id(study)), counts
+                return st.study_storage(study).create_new_trial(sid), counts
+            return st.create_running_trial(conn, sid), counts
 
     def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering. On

@@ -25,10 +25,14 @@ class _StudyAsSeen:
         self._trials = trials
         self.directions = directions
         self.direction = directions[0]
+        self._by_states: dict[Any, list[FrozenTrial]] = {}  # a decision asks twice (warm-up, rule): one pass
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        kept = [t for t in self._trials if states is None or t.state in states]
-        return copy.deepcopy(kept) if deepcopy else kept
+        key = None if states is None else tuple(states)  # type: ignore[arg-type]
+        if key not in self._by_states:
+            self._by_states[key] = [t for t in self._trials if states is None or t.state in states]
+        kept = self._by_states[key]
+        return copy.deepcopy(kept) if deepcopy else list(kept)
 
     def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:  # fmt: skip

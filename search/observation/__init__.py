@@ -30,6 +30,7 @@ from search.observation._trials import (
     rows_to_csv,
     rows_to_json,
     sort_rows,
+    top_value_rows,
     trial_row,
     trial_rows,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "sort_rows",
     "study_summary",
     "trial_row",
+    "top_value_rows",
     "trial_rows",
     "trials_per_minute",
     "write_report",

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from search.coordination import Coordinator
     from search.settings import StudyRecord
-    from storage import StudyTrials
+    from storage import FinishWindow, StudyGlance, StudyTrials
 
 
 @dataclass(frozen=True)
@@ -114,27 +114,33 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
     without it the window is the whole search so far.
 
     A follower that reads it every second passes its ``trials_seen`` (finished trials are then
-    read once, not at every poll) and the study's ``record``.
+    read once, not at every poll) and the study's ``record``. Without it only the trials shown are
+    read (the best, the running ones, the last failures) and of the others their counts and finish
+    times, in SQL: a few hundred milliseconds at 100,000 trials, where reading every trial took minutes.
     """
-    from optuna.trial import TrialState
+    import storage as st
 
     counts = coordinator.counts()
     record = record or coordinator.read_record()
-    if trials_seen is not None:
-        trials = trials_seen.refresh()
+    maximize = record.maximize()[0]  # the first objective's
+    trials = None if trials_seen is None else trials_seen.refresh()
+    if trials is not None:
+        seen = glance_of(trials, maximize, since, RECENT_FAILURES)
     else:
-        trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
-    best = _best(trials, record)
+        seen = st.glance(coordinator.storage, coordinator.study_id(), maximize, since, RECENT_FAILURES)
+    best = seen.best
+    if len(record.goals()) > 1 or record.constraints:  # the --select rule among feasible trials: all of them read
+        best = _best(trials or coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False), record)
     budget = coordinator.budget()
     finished = counts.finished_logical
     active = counts.state("RUNNING") + counts.state("WAITING") > 0
-    rate = trials_per_minute(trials, since, active)
+    rate = rate_of(seen.window, since, active)
     eta = 60.0 * (budget - finished) / rate if rate > 0 and budget > finished else None
     now = time.time()
     running = [
         RunningTrial(t.number, t.user_attrs.get("worker"), t.user_attrs.get("host"),
                      int(max(t.intermediate_values, default=0)), now - _stamp(t.datetime_start, now))
-        for t in trials if t.state == TrialState.RUNNING
+        for t in seen.running
     ]  # fmt: skip
     return Snapshot(
         study=coordinator.study_name, metric=record.goals()[0].metric, direction=record.goals()[0].direction,
@@ -145,20 +151,30 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_value=None if best is None else best.values[0],
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
-        recent_failures=_recent_failures(trials), grid=record.grid,
+        recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid,
     )  # fmt: skip
 
 
 RECENT_FAILURES = 3
 
 
-def _recent_failures(trials: list[FrozenTrial]) -> list[tuple[int, str]]:
+def glance_of(trials: list[FrozenTrial], maximize: bool, since: float | None, k: int) -> StudyGlance:
+    """What :func:`storage.glance` reads in SQL, picked from ``trials`` (all the study's, in trial order)."""
     from optuna.trial import TrialState
 
+    import storage as st
+
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+    pick = max if maximize else min
+    best = pick(complete, key=lambda t: float(t.values[0])) if complete else None
     failed = [t for t in trials if t.state == TrialState.FAIL and t.datetime_complete is not None]
     failed.sort(key=lambda t: t.datetime_complete)  # type: ignore[arg-type, return-value]
-    return [(t.number, (str(t.user_attrs.get("fail_reason") or "no reason recorded").strip().splitlines() or [""])[0])
-            for t in failed[-RECENT_FAILURES:]]  # fmt: skip
+    running = [t for t in trials if t.state == TrialState.RUNNING]
+    return st.StudyGlance(best, running, failed[-k:] if k else [], _window(trials, since))
+
+
+def _reason(trial: FrozenTrial) -> str:
+    return (str(trial.user_attrs.get("fail_reason") or "no reason recorded").strip().splitlines() or [""])[0]
 
 
 def _best(trials: list[FrozenTrial], record: StudyRecord) -> FrozenTrial | None:
@@ -173,18 +189,32 @@ def _stamp(moment: datetime | None, default: float) -> float:
     return default if moment is None else moment.timestamp()
 
 
+def _window(trials: list[FrozenTrial], since: float | None) -> FinishWindow:
+    import storage as st
+
+    starts = [t.datetime_start.timestamp() for t in trials if t.datetime_start]
+    first = min(starts) if starts else None
+    start = first if since is None else since
+    if start is None:
+        return st.FinishWindow(None, 0, None)
+    recent = [t.datetime_complete.timestamp() for t in trials
+              if t.datetime_complete is not None and t.datetime_complete.timestamp() >= start]  # fmt: skip
+    return st.FinishWindow(first, len(recent), max(recent, default=None))
+
+
 def trials_per_minute(trials: list[FrozenTrial], since: float | None, active: bool) -> float:
+    """Trials finished per minute since ``since`` (default: the first trial's start); see :func:`rate_of`."""
+    return rate_of(_window(trials, since), since, active)
+
+
+def rate_of(window: FinishWindow, since: float | None, active: bool) -> float:
     """Trials finished per minute since ``since`` (default: the first trial's start).
 
     A search that is not running is measured up to its last finished trial, so the rate of a
     search that ended yesterday is its rate while it ran, not diluted by the idle day since.
     """
-    ended = [t.datetime_complete.timestamp() for t in trials if t.datetime_complete is not None]
-    now = time.time()
-    first = min((t.datetime_start.timestamp() for t in trials if t.datetime_start), default=now)
-    start = first if since is None else since
-    recent = [e for e in ended if e >= start]
-    if not recent:
+    start = window.first_start if since is None else since
+    if not window.finished or start is None or window.last_finish is None:
         return 0.0
-    end = now if active or since is not None else max(recent)
-    return 60.0 * len(recent) / max(1.0, end - start)
+    end = time.time() if active or since is not None else window.last_finish
+    return 60.0 * window.finished / max(1.0, end - start)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import html
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from search.exceptions import SearchError
 from search.observation._lineage_plot import lineage_section
 from search.observation._pareto_plot import pareto_section
+from search.observation._report_draw import curve_steps, draw, history_figure
 from search.observation._report_tables import STATE_COLORS, Section, champion_section, worker_timeline
 from search.observation._savings import log_axis_if_wide, outcomes_note, savings_section
+from search.observation._trials import SortKey, count_reasons, failure_reasons, top_value_rows
 from search.settings import describe_objectives
 
 if TYPE_CHECKING:
@@ -56,23 +58,37 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
     """Every section of the page; with ``loc``, also the champion read from MLflow and links to runs."""
     import optuna.visualization as vis
 
+    import storage as st
     from search.coordination import EXPERIMENT_ATTR
     from search.observation import _report_tables as tables
     from search.observation._trials import trial_row
 
     record = coordinator.read_record()
     study = coordinator.load(record)
-    trials = study.get_trials(deepcopy=False)
-    rows = [trial_row(t) for t in trials]
     # The first objective is what the plots of values show (Optuna's need a target with several).
-    metric, target = record.goals()[0].metric, None if len(record.goals()) == 1 else (lambda t: t.values[0])
+    goal, several = record.goals()[0], len(record.goals()) > 1
+    metric, target = goal.metric, (lambda t: t.values[0]) if several else None
+    drawn = None if several else draw(coordinator, goal.maximize)  # a Pareto front is drawn whole
+    if drawn is None:  # every trial, drawn and listed
+        trials = study.get_trials(deepcopy=False)
+        rows = listed = [trial_row(t) for t in trials]
+        reasons = failure_reasons(rows)
+    else:  # a sample; the table lists the best, the failures are counted over every trial
+        trials = drawn.trials
+        study = st.study_of_trials(trials, goal.direction, study.user_attrs)
+        rows = [trial_row(t) for t in trials]
+        listed = top_value_rows(coordinator, SortKey("value", goal.maximize), drawn.limit)
+        with coordinator.storage.engine.connect() as conn:
+            reasons = count_reasons(st.fail_reasons(conn, coordinator.study_id()))
     complete = sum(1 for r in rows if r.state == "COMPLETE")
     link = tables.mlflow_run_link(loc, study.user_attrs.get(EXPERIMENT_ATTR))
     head = [] if loc is None else [champion_section(coordinator, loc, study)]
-    history = vis.plot_optimization_history(study, target=target, target_name=metric)
+    if drawn is None:
+        history = vis.plot_optimization_history(study, target=target, target_name=metric)
+    else:
+        history = history_figure(trials, goal.maximize, metric)
     curves = learning_curves(trials, record)
-    return [
-        *head,
+    sections = [
         Section("history", "Optimization history",
                 f"Each dot is a complete trial's {metric}; the line is the best value so far."
                 + _log_scale(history, [t.values[0] for t in trials if t.state.name == "COMPLETE" and t.values]),
@@ -89,13 +105,19 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
         tables.slice_section(study, metric, complete, target, _ranked(record) if target else None),
         savings_section(trials, record.search_epochs, record.settings.pruner,
                         tables.seconds_saved(rows, record.search_epochs)),
-        Section("failures", "Why trials failed", tables.failures_note(rows), html=tables.failures_table(rows)),
+        Section("failures", "Why trials failed", tables.failures_note(reasons), html=tables.failures_table(reasons)),
         Section("timeline", "Trials per worker",
                 "When each worker ran which trial (the number on the bar), coloured by how the trial ended.",
                 worker_timeline(trials)),
-        Section("trials", "Every trial", "Click a column's header to sort by it.",
-                html=tables.trials_table(rows, link)),
+        Section("trials", "Every trial" if drawn is None else f"The best {len(listed):,} trials",
+                "Click a column's header to sort by it." if drawn is None else
+                f"The {len(listed):,} best of the study's {drawn.total:,} trials by {metric} (`search trials --csv` "
+                "lists every one). Click a column's header to sort by it.",
+                html=tables.trials_table(listed, link)),
     ]  # fmt: skip
+    if drawn is not None:  # each figure says it draws a sample
+        sections = [replace(s, note=s.note + drawn.note) if s.figure is not None else s for s in sections]
+    return [*head, *sections]
 
 
 def _log_scale(figure: Figure, values: list[float]) -> str:
@@ -112,7 +134,7 @@ def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
     fig = go.Figure()
     shown: set[str] = set()
     for trial in trials:
-        steps = sorted(trial.intermediate_values)
+        steps = curve_steps(sorted(trial.intermediate_values))
         if not steps:
             continue
         state = trial.state.name

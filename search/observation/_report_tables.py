@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from search.observation._trials import TrialRow, failure_reasons
+from search.observation._trials import TrialRow
 
 if TYPE_CHECKING:
     import optuna
@@ -121,15 +121,14 @@ def _web_address(tracking_uri: str) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", "")).rstrip("/")
 
 
-def failures_note(rows: list[TrialRow]) -> str:
-    reasons = failure_reasons(rows)
+def failures_note(reasons: list[tuple[str, int]]) -> str:
+    """``reasons``: :func:`failure_reasons` of the study's rows."""
     if not reasons:
         return "No failed trials."
     return "; ".join(f"{count} × {reason}" for reason, count in reasons)
 
 
-def failures_table(rows: list[TrialRow]) -> str:
-    reasons = failure_reasons(rows)
+def failures_table(reasons: list[tuple[str, int]]) -> str:
     if not reasons:
         return ""
     body = "".join(f"<tr><td>{count}</td><td>{html.escape(reason)}</td></tr>" for reason, count in reasons)

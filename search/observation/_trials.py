@@ -127,11 +127,35 @@ def paused_now(trials: Iterable[FrozenTrial]) -> dict[int, FrozenTrial]:
             if t.state.name == "PRUNED" and "paused_at" in t.user_attrs and t.number not in taken}  # fmt: skip
 
 
+def top_value_rows(coordinator: Coordinator, key: SortKey, top: int,
+                   states: tuple[str, ...] | None = None) -> list[TrialRow]:  # fmt: skip
+    """``sort_rows(trial_rows(coordinator, states), key, top)`` for ``key`` the objective (``value``),
+    reading in full only the ``top`` trials shown: of the others their values and states (one narrow
+    query), so ``search trials --top 20`` of 100,000 trials reads 20, not 100,000."""
+    import storage as st
+
+    study_id = coordinator.study_id()
+    with coordinator.storage.engine.connect() as conn:
+        values = [v for v in st.trial_objectives(conn, study_id) if states is None or v[2] in states]
+        retried = st.retried_as(conn, study_id)
+    have = [v for v in values if v[3] is not None and v[3] == v[3]]  # NaN sorts with the missing, as sort_value
+    missing = [v for v in values if v[3] is None or v[3] != v[3]]
+    have.sort(key=lambda v: v[3], reverse=key.descending)  # type: ignore[arg-type, return-value]
+    chosen = [v[0] for v in (have + missing)[:top]]
+    trials = st.read_some(coordinator.storage, chosen)
+    rows = [trial_row(trials[tid]) for tid in chosen if tid in trials]
+    rows = [replace(r, retried_as=retried[r.number]) if r.number in retried else r for r in rows]
+    return sort_rows(rows, key, top)
+
+
 def failure_reasons(rows: list[TrialRow]) -> list[tuple[str, int]]:
     """Failed trials' reasons with counts, most frequent first (a reason's first line, numbers kept)."""
-    reasons = Counter((r.fail_reason or "no reason recorded").strip().splitlines()[0] for r in rows
-                      if r.state == "FAIL")  # fmt: skip
-    return reasons.most_common()
+    return count_reasons([r.fail_reason for r in rows if r.state == "FAIL"])
+
+
+def count_reasons(reasons: list[Any]) -> list[tuple[str, int]]:
+    """Failed trials' ``fail_reason`` values counted by first line, most frequent first."""
+    return Counter((reason or "no reason recorded").strip().splitlines()[0] for reason in reasons).most_common()
 
 
 def rows_to_json(rows: list[TrialRow]) -> str:

@@ -60,6 +60,7 @@ from storage._optuna_internals._access import (  # noqa: E402 - after the check:
     set_study_storage,
     share_random_stream,
     study_id,
+    study_of_trials,
     study_storage,
     trial_id,
     trial_time_columns,
@@ -73,7 +74,8 @@ from storage._optuna_internals._claim import (  # noqa: E402
     create_running_trial,
     pop_waiting_trial,
 )
-from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_ids_query  # noqa: E402
+from storage._optuna_internals._indexes import INDEXES, ensure_indexes  # noqa: E402
+from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_changes_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
 from storage._optuna_internals._writes import (  # noqa: E402
     evict_paused,
@@ -83,6 +85,7 @@ from storage._optuna_internals._writes import (  # noqa: E402
 )
 
 __all__ = [
+    "INDEXES",
     "SUPPORTED",
     "bind_of",
     "bound_to",
@@ -93,6 +96,7 @@ __all__ = [
     "evict_paused",
     "check_optuna_version",
     "constraint_key",
+    "ensure_indexes",
     "copy_trials_for_benchmarks",
     "count_up_study_attr",
     "create_running_trial",
@@ -117,10 +121,11 @@ __all__ = [
     "share_random_stream",
     "store_steps",
     "study_id",
+    "study_of_trials",
     "study_storage",
     "system_attrs_query",
+    "trial_changes_query",
     "trial_id",
-    "trial_ids_query",
     "trial_time_columns",
     "versions_on_demand",
     "warmup_steps",

@@ -161,3 +161,17 @@ def trial_time_columns() -> tuple[Any, Any]:
     """The trials table's start and completion times as stored (naive UTC), not converted as the models read them."""
     trial = rdb_models().TrialModel
     return trial._datetime_start_utc, trial._datetime_complete_utc
+
+
+def study_of_trials(trials: list[FrozenTrial], direction: str, user_attrs: dict[str, Any]) -> optuna.Study:
+    """An in-memory study of ``trials`` (a sample of a large study, for Optuna's plots) that keeps
+    their numbers: Optuna's ``add_trials`` numbers them anew from 0."""
+    import optuna
+
+    study = optuna.create_study(direction=direction)
+    study.add_trials(trials)
+    for kept, original in zip(study._storage._studies[study._study_id].trials, trials, strict=True):
+        kept.number = original.number
+    for key, value in user_attrs.items():
+        study.set_user_attr(key, value)
+    return study

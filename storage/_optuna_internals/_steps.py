@@ -80,18 +80,6 @@ def on_conflict_update(insert: Any, keys: list[Any], columns: list[str]) -> Any:
 
 
 @functools.cache
-def trial_ids_query() -> Any:
-    """The ids and states of a study's trials (``study``), in order."""
-    from optuna.storages._rdb import models
-    from sqlalchemy import bindparam, select
-
-    table = models.TrialModel.__table__
-    return (
-        select(table.c.trial_id, table.c.state).where(table.c.study_id == bindparam("study")).order_by(table.c.trial_id)
-    )
-
-
-@functools.cache
 def system_attrs_query() -> Any:
     """A trial's (``trial``) system attributes: keys and JSON values."""
     from optuna.storages._rdb import models
@@ -99,3 +87,17 @@ def system_attrs_query() -> Any:
 
     table = models.TrialSystemAttributeModel.__table__
     return select(table.c.key, table.c.value_json).where(table.c.trial_id == bindparam("trial"))
+
+
+@functools.cache
+def trial_changes_query() -> Any:
+    """The ids, numbers and states of a study's (``study``) trials numbered from ``count`` on or among
+    ``ids`` (a list, expanded when run)."""
+    from optuna.storages._rdb import models
+    from sqlalchemy import bindparam, or_, select
+
+    table = models.TrialModel.__table__
+    return select(table.c.trial_id, table.c.number, table.c.state).where(
+        table.c.study_id == bindparam("study"),
+        or_(table.c.number >= bindparam("count"), table.c.trial_id.in_(bindparam("ids", expanding=True))),
+    )

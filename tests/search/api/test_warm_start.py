@@ -12,7 +12,9 @@ from search.api._warm_start import fit_to_space
 
 SLEEP = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"
 SPACE = {
-    "lr": json.dumps({"name": "FloatDistribution", "attributes": {"low": 1e-5, "high": 0.1, "log": True, "step": None}}),
+    "lr": json.dumps(
+        {"name": "FloatDistribution", "attributes": {"low": 1e-5, "high": 0.1, "log": True, "step": None}}
+    ),
     "depth": json.dumps({"name": "IntDistribution", "attributes": {"low": 1, "high": 4, "log": False, "step": 1}}),
     "act": json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": ["relu", "gelu"]}}),
 }
@@ -33,8 +35,21 @@ def test_a_new_study_runs_the_earlier_studys_best_first_and_an_existing_one_is_r
     cli("start", *common, "--name", "src", "--trials", "4", "--workers", "1", cwd=tmp_path, check=True)
     src = json.loads(warm_cli("trials", "--name", "src", "--json", cwd=tmp_path, check=True).stdout)
     best = sorted((r for r in src if r["state"] == "COMPLETE"), key=lambda r: (r["value"], r["number"]))[:2]
-    dst = [*common, "--name", "dst", "--trials", "3", "--workers", "1", "--warm-start-from", "src",
-           "--warm-start-top", "2", "--narrow", f"x={best[0]['params']['x'] - 1e-3}:{best[0]['params']['x'] + 1e-3}"]
+    dst = [
+        *common,
+        "--name",
+        "dst",
+        "--trials",
+        "3",
+        "--workers",
+        "1",
+        "--warm-start-from",
+        "src",
+        "--warm-start-top",
+        "2",
+        "--narrow",
+        f"x={best[0]['params']['x'] - 1e-3}:{best[0]['params']['x'] + 1e-3}",
+    ]
     proc = cli("start", *dst, cwd=tmp_path, check=True)
     assert "warm start from 'src': its best 2 of 4 complete trials queued to run first" in proc.stdout
     assert "left to the sampler where the spaces differ: x=" in proc.stdout  # the second's x is outside --narrow
