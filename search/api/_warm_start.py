@@ -26,7 +26,6 @@ from search.settings import check_configuration, check_study_name
 from search.settings._selection import candidates
 
 if TYPE_CHECKING:
-    from search.api._start import PreparedStudy
     from search.settings import Locations
 
 DEFAULT_TOP = 5
@@ -58,9 +57,10 @@ def best_configurations(source: Coordinator, top: int) -> tuple[list[dict[str, A
     return [dict(trials[c.number].params) for c in ranked[:top]], len(feasible)
 
 
-def warm_start(loc: Locations, prepared: PreparedStudy, source_name: str | None, top: int) -> tuple[PreparedStudy, str]:
-    """``prepared`` with ``source_name``'s best configurations queued after its ``--enqueue``
-    ones, and the line that says so; unchanged and ``""`` without ``--warm-start-from``.
+def warm_start(loc: Locations, prepared: Any, source_name: str | None, top: int) -> tuple[Any, str]:
+    """``prepared`` (a ``search.api._start.PreparedStudy``) with ``source_name``'s best configurations
+    queued after its ``--enqueue`` ones, and the line that says so; unchanged and ``""`` without
+    ``--warm-start-from``.
 
     Raises:
         SearchError: the study to create exists already (a warm start is a new study's first
