@@ -62,8 +62,9 @@ def test_pauses_and_resumptions_cost_simulated_time_and_change_nothing_else_with
     free, resumed, paused = run(0, 0), run(0, 0.5), run(0.25, 0)
     assert free.resumes > 0 and resumed.resumes == free.resumes
     # One worker: the same decisions in the same order, only later.
+    decisions = [(e.epochs, e.trials, e.best) for e in free.events]
     for other in (resumed, paused):
-        assert [(e.epochs, e.trials, e.best) for e in other.events] == [(e.epochs, e.trials, e.best) for e in free.events]
+        assert [(e.epochs, e.trials, e.best) for e in other.events] == decisions
     assert resumed.events[-1].seconds == free.events[-1].seconds + 0.5 * free.resumes
     extra = paused.events[-1].seconds - free.events[-1].seconds
     assert extra >= 0.25 * free.resumes and (extra / 0.25).is_integer()  # every resumption followed a pause
