@@ -589,8 +589,8 @@ def speedup_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         workers = _ints(args.workers)
     except ValueError:
         parser.error(f"--workers must be comma-separated integers, got {args.workers!r}")
-    if min(workers) < 1 or args.seeds < 1 or args.trials < 1 or args.jobs < 1:
-        parser.error("--workers, --seeds, --trials and --jobs must be at least 1")
+    if min(workers) < 1 or args.seeds < 1 or args.trials < 1 or args.jobs < 1 or args.strategy_trials < 0:
+        parser.error("--workers, --seeds, --trials and --jobs must be at least 1, --strategy-trials at least 0")
     if not (0 <= args.pause_cost < math.inf and 0 <= args.resume_cost < math.inf):
         parser.error("--pause-cost and --resume-cost must be epochs >= 0")
     _check_strategies(parser, args)

@@ -4,8 +4,9 @@ Issue 48's target: for each task and seed, the seeds' script (``script``: ``TPES
 ``MedianPruner(n_startup_trials=5, n_warmup_steps=3)``, one process) runs its 200 trials; its final
 best is the target and T1 the simulated time at which it first reached it. Each strategy with W
 workers runs its own 200 trials; TW is the simulated time at which its best first reached the target
-(never, if it did not within those trials). The speed-up is T1 / TW, 0 for a seed that never reached
-it (counted, not left out), and the target is at least 0.5 x W.
+(never, if it did not within those trials; ``--strategy-trials`` gives the strategies more). The
+speed-up is T1 / TW, 0 for a seed that never reached it (counted, not left out), and the target is
+at least 0.5 x W.
 
 Simulated time is LCBench's own: each epoch costs what the surrogate's ``time`` output says for that
 configuration (``bench_search.SurrogateProblem``), so a worker that picks faster configurations is
@@ -128,7 +129,7 @@ def _cell(r: Reach | None) -> str:
     return "never" if math.isinf(r.tw) else f"{r.speedup:.2f}"
 
 
-def _one_seed(task: str, seed: int, names: str, workers: Sequence[int], trials: int,
+def _one_seed(task: str, seed: int, names: str, workers: Sequence[int], trials: tuple[int, int],
               costs: tuple[float, float]) -> list[Trace]:  # fmt: skip
     """The script once, then each strategy at each worker count: one task and seed (one process's job)."""
     import bench_search
@@ -136,10 +137,10 @@ def _one_seed(task: str, seed: int, names: str, workers: Sequence[int], trials: 
     problem = bench_search.SurrogateProblem(task)
     chosen = bench_search._chosen(argparse.Namespace(strategies=names))
     script = bench_search.strategies()[BASELINE]
-    traces = [simulate(problem, script, 1, seed, trials=trials)]
+    traces = [simulate(problem, script, 1, seed, trials=trials[0])]
     for strategy in chosen.values():
         for w in workers:
-            trace = simulate(problem, strategy, w, seed, trials=trials, pause_cost=costs[0], resume_cost=costs[1])
+            trace = simulate(problem, strategy, w, seed, trials=trials[1], pause_cost=costs[0], resume_cost=costs[1])
             trace.workers = w
             traces.append(trace)
     print(f"  {problem.name} seed {seed} done", file=sys.stderr, flush=True)
@@ -150,7 +151,8 @@ def run(args: argparse.Namespace) -> list[Trace]:
     """Every task and seed, ``--jobs`` at a time (each simulation is one single-threaded process)."""
     workers = [int(w) for w in args.workers.split(",")]
     costs = (args.pause_cost, args.resume_cost)
-    jobs = [(task, seed, args.strategies, workers, args.trials, costs)
+    trials = (args.trials, args.strategy_trials or args.trials)
+    jobs = [(task, seed, args.strategies, workers, trials, costs)
             for task in args.tasks.split(",") for seed in range(args.seeds)]  # fmt: skip
     if args.jobs <= 1:
         return [t for job in jobs for t in _one_seed(*job)]
@@ -162,7 +164,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default="167168,168868,189909")
     parser.add_argument("--workers", default="8,32")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--trials", type=int, default=200, help="each strategy's budget, the script's too")
+    parser.add_argument("--trials", type=int, default=200, help="the script's budget, and each strategy's [200]")
+    parser.add_argument("--strategy-trials", type=int, default=0,
+                        help="each strategy's budget instead (to see when it gets there past --trials)")  # fmt: skip
     parser.add_argument("--strategies", default="default,optuna-parallel,tpe+asha:min=3")
     parser.add_argument("--pause-cost", type=float, default=0.05,
                         help="epochs (of that trial) a worker spends pausing a trial [0.05]")  # fmt: skip
