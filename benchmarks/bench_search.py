@@ -593,8 +593,11 @@ def speedup_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error("--workers, --seeds, --trials and --jobs must be at least 1, --strategy-trials at least 0")
     if not (0 <= args.pause_cost < math.inf and 0 <= args.resume_cost < math.inf):
         parser.error("--pause-cost and --resume-cost must be epochs >= 0")
-    _check_strategies(parser, args)
-    traces = speedup.run(args)
+    if args.read:
+        traces = speedup.read(args.read)
+    else:
+        _check_strategies(parser, args)
+        traces = speedup.run(args)
     text = speedup.speedup_table(speedup.reaches(traces), args.factor)
     print(text)
     if args.out:

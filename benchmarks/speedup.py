@@ -160,6 +160,16 @@ def run(args: argparse.Namespace) -> list[Trace]:
         return [t for traces in pool.map(_one_seed, *zip(*jobs, strict=True)) for t in traces]
 
 
+def read(paths: Sequence[str]) -> list[Trace]:
+    """Traces that ``--out`` wrote (traces.json), to print one table over several runs."""
+    import json
+    from pathlib import Path
+
+    rows = [row for path in paths for row in json.loads(Path(path).read_text())]
+    return [Trace(r["strategy"], r["problem"], r["workers"], r["seed"], [Event(**e) for e in r["events"]],
+                  r.get("curves", []), r.get("resumes", 0)) for r in rows]  # fmt: skip
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default="167168,168868,189909")
     parser.add_argument("--workers", default="8,32")
@@ -174,3 +184,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="epochs (of that trial) a resumption costs before its next epoch [0.1]")  # fmt: skip
     parser.add_argument("--factor", type=float, default=0.5, help="the target: speed-up at least FACTOR x W")
     parser.add_argument("--jobs", type=int, default=1, help="simulations side by side (one core each)")
+    parser.add_argument("--read", nargs="+", metavar="TRACES_JSON",
+                        help="print the table of these runs' traces.json instead of simulating")  # fmt: skip

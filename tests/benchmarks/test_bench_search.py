@@ -154,3 +154,5 @@ def test_the_speed_up_table_reads_the_traces_it_writes(tmp_path):
         row = next(x for x in out.splitlines() if x.startswith("lcbench-3945") and f" {t['strategy']} " in x)
         assert row.split()[3 + t["seed"]] == ("never" if tw is None else f"{t1 / tw:.2f}"), row
     assert "over all tasks and seeds" in out
+    again = _run("speedup", "--read", str(tmp_path / "s" / "traces.json"), cwd=tmp_path)
+    assert again.strip() == (tmp_path / "s" / "table.txt").read_text().strip()  # one table over saved runs
