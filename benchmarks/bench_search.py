@@ -1,6 +1,6 @@
 """Search quality per compute: strategies side by side on the same problems and seeds, against baselines.
 
-Two modes, one report:
+Two modes, one report (and a third reading of the simulator):
 
 * ``service``: each strategy runs through the real ``search start`` and its workers (the claim
   path, the sampler and the pruner exactly as in production) on a real study (resmlp on digits or
@@ -11,7 +11,10 @@ Two modes, one report:
   (``search_sim.py``), with the service's own sampler and pruner objects: hundreds of searches in
   minutes, to choose defaults, with 1, 8 and 32 workers. Adds the one-epoch top-K baseline and
   DEHB (``dehb_baseline.py``, when the ``dehb`` package is installed), and reports mean rank and
-  normalized regret at 20, 50 and 126 full-training equivalents.
+  normalized regret at 20, 50 and 126 full-training equivalents. A freeze-thaw pause costs
+  ``--pause-cost`` epochs (0.05) of the pausing worker's time, a resumption ``--resume-cost`` (0.1).
+* ``speedup``: the same simulator, read as issue 48's wall-clock target (``speedup.py``): per task
+  and seed, how much sooner W workers reach the one-worker script's final best than the script did.
 
 Printed per problem and worker count: the final best value at an equal trial budget (median and
 range over seeds, and its ratio to the script's), and the epochs and wall time each strategy
@@ -20,6 +23,7 @@ needed to reach the script's final best value (median over seeds, ratio to the s
 the rank correlation of each epoch's values with the final values, and the raw traces as JSON.
 
   python benchmarks/bench_search.py simulate --tasks 3945,34539,146212,189906 --workers 1,8,32 --seeds 5
+  python benchmarks/bench_search.py speedup --tasks 167168,168868,189909 --workers 8,32 --seeds 5 --jobs 2
   python benchmarks/bench_search.py service --problem resmlp-digits --workers 2 --trials 40 --seeds 5
   python benchmarks/bench_search.py service --problem lcbench:3945 --workers 8 --trials 200 --seeds 5 \\
       --storage-admin postgresql+psycopg2://root@127.0.0.1:5432/test
@@ -48,6 +52,7 @@ ROOT = HERE.parent
 # The checkout first, so `studies` is the package and not benchmarks/studies; then search_sim and lcbench.
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+import speedup  # noqa: E402
 from dehb_baseline import dehb_search  # noqa: E402
 from search_sim import (  # noqa: E402
     Curve,
@@ -167,7 +172,8 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
                         traces.append(Trace(name, problem.name, workers, seed, twin.events, twin.curves))
                         continue
                     budget = max(FTE_BUDGETS) * problem.epochs
-                    trace = simulate(problem, strategy, workers, seed, trials=args.trials, epochs_budget=budget)
+                    trace = simulate(problem, strategy, workers, seed, trials=args.trials, epochs_budget=budget,
+                                     pause_cost=args.pause_cost, resume_cost=args.resume_cost)  # fmt: skip
                     trace.workers = workers
                     traces.append(trace)
                 trace = top_k_after_one_epoch(problem, workers, seed, trials=args.trials,
@@ -564,6 +570,49 @@ def _chosen(args: argparse.Namespace) -> dict[str, Strategy]:
     return {n: table.get(n) or spec_strategy(n) for n in names}
 
 
+def _check_strategies(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An unknown name or a bad spec fails here in one line, before any simulation."""
+    from search.settings import make_pruner, make_sampler
+
+    try:
+        chosen = _chosen(args)
+    except SystemExit as exc:
+        parser.error(str(exc))
+    for name, strategy in chosen.items():
+        if strategy.build is None:
+            try:
+                make_sampler(strategy.sampler, 0)
+                make_pruner(strategy.pruner, SurrogateProblem.epochs)
+            except Exception as exc:  # noqa: BLE001 - whatever the spec parser says, in one line
+                parser.error(f"bad strategy {name!r}: {exc}")
+
+
+def speedup_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``speedup``: the time-to-target table of issue 48 (``benchmarks/speedup.py``)."""
+    try:
+        workers = _ints(args.workers)
+    except ValueError:
+        parser.error(f"--workers must be comma-separated integers, got {args.workers!r}")
+    if min(workers) < 1 or args.seeds < 1 or args.trials < 1 or args.jobs < 1 or args.strategy_trials < 0:
+        parser.error("--workers, --seeds, --trials and --jobs must be at least 1, --strategy-trials at least 0")
+    if not (0 <= args.pause_cost < math.inf and 0 <= args.resume_cost < math.inf):
+        parser.error("--pause-cost and --resume-cost must be epochs >= 0")
+    if args.read:
+        traces = speedup.read(args.read)
+    else:
+        _check_strategies(parser, args)
+        traces = speedup.run(args)
+    text = speedup.speedup_table(speedup.reaches(traces), args.factor)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "table.txt").write_text(text + "\n")
+        rows = [{**{k: v for k, v in vars(t).items() if k != "events"}, "events": [vars(e) for e in t.events]}
+                for t in traces]  # fmt: skip
+        (args.out / "traces.json").write_text(json.dumps(rows))
+        print(f"\nwrote {args.out}/table.txt, traces.json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -572,6 +621,15 @@ def main() -> None:
     sim.add_argument("--workers", default="1,8,32")
     sim.add_argument("--no-dehb", dest="dehb", action="store_false",
                      help="leave out the DEHB baseline (run when the dehb package is installed)")  # fmt: skip
+    sim.add_argument("--pause-cost", type=float, default=0.05,
+                     help="epochs (of that trial) a worker spends pausing a trial (freeze-thaw) [0.05]")  # fmt: skip
+    sim.add_argument("--resume-cost", type=float, default=0.1,
+                     help="epochs (of that trial) a resumption costs before its next epoch [0.1]")  # fmt: skip
+    fast = sub.add_parser("speedup", help="simulated wall-clock speed-up of W workers over the one-worker script",
+                          description=speedup.__doc__,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    speedup.add_arguments(fast)
+    fast.add_argument("--out", type=Path, help="folder for table.txt and traces.json")
     service = sub.add_parser("service", help="the real `search start` on a study")
     service.add_argument("--problem", default="resmlp-digits")
     service.add_argument("--workers", default="2")
@@ -595,6 +653,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.mode == "_script":
         script_main(args)
+        return
+    if args.mode == "speedup":
+        speedup_main(parser, args)
         return
     traces = run_simulated(args) if args.mode == "simulate" else run_service(args)
     text = report(traces, args.trials, surrogate=args.mode == "simulate")

@@ -77,6 +77,8 @@ class Trace:
     events: list[Event] = field(default_factory=list)
     curves: list[list[float]] = field(default_factory=list)
     """Every complete trial's curve (for rank correlations)."""
+    resumes: int = 0
+    """Paused trials resumed (each charged ``resume_cost``)."""
 
     def best_at(self, *, epochs: float = math.inf, seconds: float = math.inf, trials: float = math.inf) -> float:
         """Best complete value once the search has used at most this many epochs, seconds and trials."""
@@ -107,15 +109,20 @@ def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
 
 
 def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, trials: int,
-             epochs_budget: float = 0) -> Trace:  # fmt: skip
+             epochs_budget: float = 0, pause_cost: float = 0.0, resume_cost: float = 0.0) -> Trace:  # fmt: skip
     """Run until ``trials`` trials have finished and ``epochs_budget`` epochs have been trained.
 
     A pruner that pauses (freeze-thaw, ``search.settings.pausing_spec``) ends a trial as PRUNED at
     a rung, as the service does, and a worker that frees up resumes the paused trial the pruner's
     class names before it starts a new one, as the service's claim does: the resumption is a new
     Optuna trial carrying the paused one's params, values and number (``failed_trial``), which goes
-    on from the epoch after the pause. A worker with nothing to do waits for the next event. The
-    pause and the resumption cost no simulated time.
+    on from the epoch after the pause. A worker with nothing to do waits for the next event.
+
+    What a pause and a resumption cost, in that trial's own epochs (``seconds`` of the epoch it
+    paused after, or of the epoch it resumes into): ``pause_cost`` keeps the pausing worker busy
+    (the rung's checkpoint written, the attempt ended) before it asks for work; ``resume_cost`` is
+    added before the resumed trial's first epoch (claim, model build, checkpoint read). Both 0 by
+    default: the traces of the records before 2026-11-28's speed-up run.
     """
     from search.settings import epochs_since_best, pausing_spec, resolve_patience
 
@@ -134,10 +141,16 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     stopped: dict[int, tuple[Curve, int]] = {}  # number -> curve, last epoch: ended by --patience
     thawed: set[int] = set()  # trial numbers being continued after the budget (not Optuna trials)
 
-    def push(now: float, trial: Any, curve: Curve, epoch: int) -> None:
+    def push(now: float, trial: Any, curve: Curve, epoch: int, delay: float = 0.0) -> None:
         nonlocal counter
         counter += 1  # a fresh tie-breaker: the trials themselves do not compare
-        heapq.heappush(queue, (now + curve.seconds[epoch - 1], counter, trial, curve, epoch))
+        heapq.heappush(queue, (now + delay + curve.seconds[epoch - 1], counter, trial, curve, epoch))
+
+    def free_at(when: float) -> None:
+        """A worker frees up at ``when`` (an entry with no trial)."""
+        nonlocal counter
+        counter += 1
+        heapq.heappush(queue, (when, counter, None, None, 0))
 
     def resume(now: float) -> bool:
         from search.settings._freeze_thaw import logical_values
@@ -156,7 +169,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         ))  # fmt: skip
         trial = study.ask(space)
         logical[trial.number] = number
-        push(now, trial, curve, epoch + 1)
+        trace.resumes += 1
+        push(now, trial, curve, epoch + 1, delay=resume_cost * curve.seconds[epoch])
         return True
 
     def thaw(now: float) -> bool:
@@ -191,6 +205,11 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         start(0.0)
     while queue:
         now, _, trial, curve, epoch = heapq.heappop(queue)
+        if trial is None:  # a worker done pausing a trial
+            idle += 1
+            while idle and start(now):
+                idle -= 1
+            continue
         used += 1
         if isinstance(trial, int) and trial in thawed:  # a continuation after the budget: no pruner
             if epoch < problem.epochs:
@@ -227,6 +246,9 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         if not resumed:
             finished += 1
         trace.events.append(Event(now, used, finished, best))
+        if pruned and pausing is not None and pause_cost > 0:
+            free_at(now + pause_cost * curve.seconds[epoch - 1])
+            continue
         idle += 1
         while idle and start(now):
             idle -= 1

@@ -132,3 +132,27 @@ def test_optuna_parallel_mode_runs_the_script_in_w_processes_on_one_storage_with
     trials = bench._run_script(sleep, {"epoch_seconds": 0.05, "epochs": 2}, seed=0, trials=6, processes=2)
     assert sorted(t["number"] for t in trials) == list(range(6))
     assert all(t["state"] in ("COMPLETE", "PRUNED") for t in trials)
+
+
+@pytest.mark.slow
+def test_the_speed_up_table_reads_the_traces_it_writes(tmp_path):
+    pytest.importorskip("onnxruntime")
+    out = _run("speedup", "--tasks", "3945", "--workers", "4", "--seeds", "2", "--trials", "16", "--jobs", "2",
+               "--strategies", "default,tpe+asha:min=3", "--out", str(tmp_path / "s"), cwd=tmp_path)  # fmt: skip
+    traces = json.loads((tmp_path / "s" / "traces.json").read_text())
+    assert sorted((t["strategy"], t["workers"], t["seed"]) for t in traces) == [
+        ("default", 4, 0), ("default", 4, 1), ("script", 1, 0), ("script", 1, 1),
+        ("tpe+asha:min=3", 4, 0), ("tpe+asha:min=3", 4, 1),
+    ]  # fmt: skip
+    for t in traces:
+        if t["strategy"] == "script":
+            continue
+        ref = next(s for s in traces if s["strategy"] == "script" and s["seed"] == t["seed"])
+        target = ref["events"][-1]["best"]
+        t1 = next(e["seconds"] for e in ref["events"] if e["best"] <= target)
+        tw = next((e["seconds"] for e in t["events"] if e["best"] <= target), None)
+        row = next(x for x in out.splitlines() if x.startswith("lcbench-3945") and f" {t['strategy']} " in x)
+        assert row.split()[3 + t["seed"]] == ("never" if tw is None else f"{t1 / tw:.2f}"), row
+    assert "over all tasks and seeds" in out
+    again = _run("speedup", "--read", str(tmp_path / "s" / "traces.json"), cwd=tmp_path)
+    assert again.strip() == (tmp_path / "s" / "table.txt").read_text().strip()  # one table over saved runs
