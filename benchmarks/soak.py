@@ -66,10 +66,13 @@ from typing import Any
 
 import sqlalchemy
 
-from benchmarks.pgbouncer import PgBouncer
-from search.observation import continued_attempts, paused_now
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python benchmarks/soak.py` from anywhere: the checkout's packages
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.pgbouncer import PgBouncer  # noqa: E402
+from search.observation import continued_attempts, paused_now  # noqa: E402
+
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
 STUDY = "soak"
 GRACE_S = 3
