@@ -172,7 +172,7 @@ class Coordinator:
 
     def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
         hint = "; choose another --name for a new study"
-        if old.goals() != new.goals() or old.constraints != new.constraints or old.metric != new.metric:
+        if len({(r.metric, r.direction, tuple(r.constraints), tuple(r.goals())) for r in (old, new)}) > 1:
             raise StudyMismatchError(
                 f"study {self.study_name!r} exists with {describe_objectives(old.goals(), old.limits())}, "
                 f"not {describe_objectives(new.goals(), new.limits())}{hint}"

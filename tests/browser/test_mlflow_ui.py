@@ -23,8 +23,15 @@ def test_trial_runs_share_param_and_metric_names(small_search):
     assert sorted(r.info.run_name for r in trials) == [f"trial-{n}" for n in range(small_search.trials)]
     assert {r.data.tags["mlflow.parentRunId"] for r in trials} == {parent.info.run_id}
     assert len({frozenset(r.data.params) for r in trials}) == 1
+    from search.tracking._deployment import DEPLOYMENT_METRICS
+
     trained = [r for r in trials if r.data.tags["hpsearch.state"] in ("COMPLETE", "PRUNED")]
-    assert trained and len({frozenset(r.data.metrics) for r in trained}) == 1
+    # Training's metrics alike on every trained trial; the deployment metrics alike on the complete ones
+    # (a pruned trial is not timed: README, "Deployment metrics").
+    assert trained and len({frozenset(set(r.data.metrics) - set(DEPLOYMENT_METRICS)) for r in trained}) == 1
+    complete = [r for r in trained if r.data.tags["hpsearch.state"] == "COMPLETE"]
+    assert complete and len({frozenset(set(r.data.metrics) & set(DEPLOYMENT_METRICS)) for r in complete}) == 1
+    assert {"params", "latency_ms"} <= set(complete[0].data.metrics)
     assert {"val_loss", "train_loss", "lr"} <= set(trained[0].data.metrics)
     for run in trained:  # one point per epoch run, on the same step axis
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")]
