@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage as st
 from search.coordination._grid import check_same_grid, queue_points
+from search.coordination._interrupts import interrupts_deferred
 from search.coordination._paused import resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
@@ -54,6 +55,7 @@ class Coordinator:
         self.on_reaped: Callable[[FrozenTrial], None] | None = None
         """Called with each dead trial this process fails (a worker ends its MLflow run)."""
         self.can_resume: Callable[[int], bool] = lambda number: True  # paused trial `number` (its checkpoint is here)
+        self.claimed: int | None = None  # the trial this process took last, noted as it became RUNNING (_take)
         self._study_id: int | None = None
 
     def study_id(self) -> int:
@@ -273,21 +275,19 @@ class Coordinator:
         On PostgreSQL the trial is taken on the lock's own connection, so it commits only while the
         lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
         """
-        with self.lock() as conn:
+        with self.lock() as conn, interrupts_deferred():  # Ctrl-C lands once `claimed` names the trial taken
             sid = st.study_id(study)
             counts, budget = st.count_trials_and_attr(conn or self.storage.engine, sid, BUDGET_ATTR,
                                                       finished_apart=False)  # all finished as one: no scan  # fmt: skip
+            taken = None
             if counts.state("WAITING"):
-                popped = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
-                if popped is not None:
-                    return popped, counts
-            if (resumed := resume_paused(self, study, conn)) is not None:  # freeze-thaw: a paused trial
-                return resumed, counts
-            if counts.logical >= int(budget or 0):
-                return None, counts
-            if conn is None:
-                return st.study_storage(study).create_new_trial(sid), counts
-            return st.create_running_trial(conn, sid), counts
+                taken = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
+            taken = resume_paused(self, study, conn) if taken is None else taken  # freeze-thaw: a paused trial
+            if taken is None and counts.logical < int(budget or 0):
+                storage = st.study_storage(study)
+                taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)
+            self.claimed = taken
+            return taken, counts
 
     def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering. On

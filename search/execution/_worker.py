@@ -197,14 +197,16 @@ def interrupt_running(ctx: WorkerContext) -> None:
     between the two would find the logical trial finished (FAIL, no retry) and could end the search
     a trial short; and the retry is made from the trial as it ran, so it carries no ``fail_reason``.
     Interrupts after the first are ignored from the moment it lands (``search.cli``), so none can
-    cut this short and leave a trial RUNNING.
+    cut this short and leave a trial RUNNING. A trial claimed just now may not name its worker yet:
+    it is found as the one its claim noted (``Coordinator.claimed``: Ctrl-C waits for that note).
     """
     from optuna.trial import TrialState
 
     import storage as st
 
     running = ctx.optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    mine = [trial for trial in running if trial.user_attrs.get("worker") == ctx.worker_id]
+    claimed = ctx.coordinator.claimed
+    mine = [t for t in running if t.user_attrs.get("worker") == ctx.worker_id or st.trial_id(t) == claimed]
     if not mine:
         return
     failed = []

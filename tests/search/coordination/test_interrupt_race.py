@@ -175,3 +175,77 @@ def test_a_trial_its_worker_failed_for_good_between_the_reapers_read_and_write_g
     trials = study.get_trials(deepcopy=False)
     assert trials[0].user_attrs["fail_reason"] == "ValueError: a bug"
     assert [t.state for t in trials[1:]] == [TrialState.FAIL]  # the retry stood down
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_ctrl_c_as_a_claim_makes_its_trial_running_leaves_no_trial_running(tmp_path, backend, request, monkeypatch):
+    """Ctrl-C the moment a claim's trial has become RUNNING, before its worker has recorded itself on
+    it (a paused trial's worker claiming its next, as `search start` was interrupted, left one so):
+    the interrupt lands once the claim has noted the trial, and the worker queues that trial again."""
+    import os
+    import signal
+
+    from optuna.trial import TrialState
+
+    import storage as st
+    from search.cli._commands import _interrupt_once
+    from search.execution import interrupt_running
+
+    coordinator, study = _study(tmp_path, backend, request, "claimed-ctrl-c", 2)
+
+    def ctrl_c_after(create: Any) -> Any:
+        def created(*args: Any) -> int:
+            trial_id = create(*args)  # committed at once on SQLite; with the lock's transaction on PostgreSQL
+            os.kill(os.getpid(), signal.SIGINT)
+            return trial_id
+
+        return created
+
+    monkeypatch.setattr(st, "create_running_trial", ctrl_c_after(st.create_running_trial))
+    storage = st.study_storage(study)
+    monkeypatch.setattr(storage, "create_new_trial", ctrl_c_after(storage.create_new_trial))
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, _interrupt_once)  # as in `search worker`
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            coordinator.claim(study)
+        interrupt_running(_ctx(coordinator, study, "w0"))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    trials = study.get_trials(deepcopy=False)
+    assert [t.number for t in trials if t.state == TrialState.RUNNING] == []
+    if backend == "sqlite":  # committed: failed as interrupted, and queued again
+        assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+        assert trials[0].user_attrs["fail_reason"] == "interrupted"
+    else:  # the interrupt ended the lock's transaction before it committed: no trial
+        assert trials == []
+
+
+def test_interrupts_held_back_are_handled_once_as_the_body_ends_and_the_handlers_put_back():
+    import os
+    import signal
+
+    from search.coordination._interrupts import interrupts_deferred
+
+    seen: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    after: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored before: ignored still
+            after.append("the body went on")
+        assert after == ["the body went on"] and seen == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is handler and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
