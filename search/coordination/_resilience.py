@@ -129,6 +129,11 @@ def _is_transient(exc: BaseException) -> bool:
     return any(sqlstate(inner) in TRANSIENT for inner in _chain(exc))
 
 
+def _sqlite_busy(exc: BaseException) -> bool:
+    """SQLite's "database is locked" past its busy timeout, however wrapped (MLflow's own exception)."""
+    return any("database is locked" in str(inner) for inner in _chain(exc))
+
+
 def is_lock_timeout(exc: BaseException) -> bool:
     """True when ``exc`` is a statement under the study lock that waited too long for a row lock."""
     return any(sqlstate(inner) == LOCK_TIMEOUT for inner in _chain(exc))
@@ -205,7 +210,8 @@ def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) ->
     out waiting for a row lock is retried the same way, on the clock of :data:`ROW_LOCKS`. A deadlock
     victim or a serialization failure is run again at once, a few times, without counting as an
     outage; any other error (a statement timeout, SQLite's "database is locked" past its busy
-    timeout) propagates at once.
+    timeout) propagates at once, but for MLflow's (``TRACKING_OUTAGE``): its embedded SQLite store is
+    locked for as long as a frozen worker holds a write, which is waited out as an outage.
     ``call`` must be safe to repeat: a write whose reply was lost may have committed.
 
     Raises:
@@ -224,7 +230,10 @@ def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) ->
                 log.debug("%s: %s; running it again", what, _brief(exc))
                 time.sleep(random.uniform(0.05, 0.5))
                 continue
-            clock = ROW_LOCKS if is_lock_timeout(exc) else outage if is_connection_error(exc) else None
+            # MLflow's embedded SQLite store stays locked while a frozen (SIGSTOPped) process holds a
+            # write: a wait on the tracking clock, not a failed trial.
+            lost = is_connection_error(exc) or (outage is TRACKING_OUTAGE and _sqlite_busy(exc))
+            clock = ROW_LOCKS if is_lock_timeout(exc) else outage if lost else None
             if clock is None:
                 raise
             held = held or clock is ROW_LOCKS

@@ -179,3 +179,26 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
     assert [t.state.name for t in trials] == ["COMPLETE"] * 2  # none reaped, none retried
     assert not [t for t in trials if "fail_reason" in t.user_attrs]
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # the parent and the two trials
+
+
+def test_mlflows_sqlite_store_locked_by_a_frozen_worker_is_waited_out_not_a_failed_trial(monkeypatch, fresh_outages):
+    """A worker SIGSTOPped inside a write to the embedded MLflow store (SQLite) keeps it locked: the
+    others' MLflow calls wait on the tracking clock (they failed their trials before). The Optuna
+    database's own "database is locked" still propagates at once."""
+    from search.coordination import _resilience
+
+    monkeypatch.setattr(_resilience, "FIRST_DELAY_S", 0.01)
+    calls = []
+
+    def locked_twice() -> str:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise RuntimeError("MlflowException: (sqlite3.OperationalError) database is locked")
+        return "written"
+
+    assert _resilience.retrying(locked_twice, "logging to MLflow", _resilience.TRACKING_OUTAGE) == "written"
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(RuntimeError, match="database is locked"):
+        _resilience.retrying(locked_twice, "claiming a trial")  # Optuna's clock: not an outage
+    assert len(calls) == 1
