@@ -21,7 +21,14 @@ from search.execution._finish import finish_failed, finish_ok, finish_unstarted,
 from search.execution._pruning import PruningHook
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import exploiting_spec, params_dict, pausing_spec, resolve_patience, study_dir
+from search.settings import (
+    exploiting_spec,
+    params_dict,
+    patience_spare,
+    pausing_spec,
+    resolve_patience,
+    study_dir,
+)
 from search.tracking import deployment_metrics
 from storage import cached_frozen_trial, set_user_attrs, trial_id
 
@@ -66,7 +73,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         broken: str | None = None
         patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
         hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=patience,
-                           maximize=ctx.record.direction == "maximize")  # fmt: skip
+                           maximize=ctx.record.direction == "maximize",
+                           spare=patience_spare(ctx.record.settings.patience))  # fmt: skip
         try:
             result, deployment = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started, deployment)
