@@ -168,7 +168,7 @@ def time_cli(url: str, args: argparse.Namespace, skip: set[str]) -> tuple[dict[s
     return out, size
 
 
-def time_dashboard(url: str) -> tuple[float, int]:
+def time_dashboard(url: str, timeout: float) -> tuple[float, int]:
     """Seconds and bytes of the dashboard's first page's data, asked as its page asks: the study list,
     then the study's detail (``after=0``: every trial), from a server started on the study."""
     import threading
@@ -182,9 +182,11 @@ def time_dashboard(url: str) -> tuple[float, int]:
     size, before = 0, time.perf_counter()
     try:
         for path in ("/api/studies", f"/api/studies/{study_id}?after=0"):
-            with urllib.request.urlopen(base + path, timeout=600) as reply:
+            with urllib.request.urlopen(base + path, timeout=timeout) as reply:
                 size += len(reply.read())
         return time.perf_counter() - before, size
+    except TimeoutError:
+        return float("inf"), size
     finally:
         server.shutdown()
         server.server_close()
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
             results[n] = {**figures, **views}
             report = f", report {size / 1e6:.1f} MB" if size else ""
             if "dashboard" not in skip:
-                results[n]["dashboard"], served = time_dashboard(url)
+                results[n]["dashboard"], served = time_dashboard(url, args.cli_timeout)
                 report += f", dashboard's first page {served / 1e6:.1f} MB"
             print(f"N={n}: written in {took:.1f} s{report}", flush=True)
             print("  " + "  ".join(f"{k} {1000 * v:.1f} ms" for k, v in results[n].items()), flush=True)

@@ -4,7 +4,7 @@ optuna-dashboard reads every trial of a study, in full, for its first page and a
 seconds while the page is open: at 100,000 trials that is minutes per read and hundreds of MB to the
 browser. This view serves the same list, in trial order, but drawn as the report draws a large
 study (:func:`search.observation._report_draw.choose`: every trial that improved on the best so far,
-the best ones, the running ones, an even stride through the rest) from the trials there were when
+the best ones, the running ones, the rest evenly spaced) from the trials there were when
 the page first asked, followed by every trial created since, as it comes. A study of up to
 ``REPORT_TRIALS`` trials is drawn whole. Later reads fetch only the trials created since the last
 one and those shown unfinished; finished trials never change. The list only grows at its end,
