@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from http_helpers import answers, free_port
 from torch import nn
 
 ORT = pytest.importorskip("onnxruntime")
@@ -197,9 +197,7 @@ def _champion_run(project: Path):
 def test_search_serve_answers_an_http_request_with_the_champions_prediction(resmlp_champion):
     from sklearn.datasets import load_digits
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_TRACKING", "MLFLOW_REGISTRY"))}
     proc = subprocess.Popen([sys.executable, "-m", "search", "serve", "--study", "resmlp", "--port", str(port)],
                             cwd=resmlp_champion, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
@@ -208,7 +206,7 @@ def test_search_serve_answers_an_http_request_with_the_champions_prediction(resm
     rows = load_digits(return_X_y=True)[0][:5].astype("float32")  # raw pixel rows
     try:
         deadline = time.monotonic() + 180
-        while not _answers(f"{url}/ping"):
+        while not answers(f"{url}/ping", timeout=2):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no /ping within 180 s"
             time.sleep(0.5)
@@ -224,15 +222,7 @@ def test_search_serve_answers_an_http_request_with_the_champions_prediction(resm
     assert f"serving models:/resmlp/1 (champion of study 'resmlp') at {url}" in out
     example = json.loads(out.split(" -d '", 1)[1].split("'", 1)[0])  # the curl line's body: a real row
     assert np.asarray(example["inputs"]).shape == (1, 64)
-    assert not _answers(f"{url}/ping")  # the server went with it
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    assert not answers(f"{url}/ping", timeout=2)  # the server went with it
 
 
 def test_serve_without_a_champion_or_study_is_one_line(sqlite_demo, warm_cli, tmp_path):
