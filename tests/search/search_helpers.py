@@ -140,6 +140,25 @@ class StudyWatch:
         return None
 
 
+def start_losing_a_worker(args: list[str], url: str, name: str, cwd: Path) -> tuple[Any, StudyWatch]:
+    """``search start ARGS --name NAME --storage URL`` in ``cwd`` (its log: ``cwd/start.log``), whose
+    worker running the first trial to reach epoch 1 is SIGKILLed; waits for it to end, successfully.
+    Returns that trial as it ran, and a watch on the study."""
+    import psutil
+
+    start = spawn(["start", *args, "--name", name, "--storage", url], cwd, cwd / "start.log")
+    try:
+        watch = StudyWatch(url, name)
+        running = wait_for(lambda: watch.running_at(1), 120, "a trial to reach epoch 1")
+        pid = int(running.user_attrs["worker"].split(":")[1])
+        [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
+        victim.kill()
+        assert start.wait(timeout=240) == 0, (cwd / "start.log").read_text()
+    finally:
+        stop(start)
+    return running, watch
+
+
 def logical(trial: Any) -> int:
     return int(trial.system_attrs.get("failed_trial", trial.number))
 
