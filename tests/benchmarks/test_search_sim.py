@@ -8,20 +8,15 @@ from datetime import datetime, timedelta
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution
+from sim_helpers import ToyProblem
 
 from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman, top_k_after_one_epoch
 from search.settings import FIRST_RUNG_ATTR, make_pruner
 from search.settings._pruners import first_ranking_epoch
 
 
-class Toy:
+class Toy(ToyProblem):
     """Curves that rank trials backwards at epoch 1 and rightly from epoch 2 on (the last epoch is the best)."""
-
-    name = "toy"
-    epochs = 4
-
-    def space(self):
-        return {"x": FloatDistribution(0.0, 1.0)}
 
     def curve(self, params):
         x = params["x"]
