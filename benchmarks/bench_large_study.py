@@ -62,7 +62,18 @@ import storage as st  # noqa: E402
 from search.execution._pruning import PruningHook  # noqa: E402
 from search.execution._suggest import suggest_params  # noqa: E402
 
-FIGURES = ("claim (join)", "claim", "lock hold", "suggest", "pruner", "reaper", "status", "trials --top", "report", "dashboard")
+FIGURES = (
+    "claim (join)",
+    "claim",
+    "lock hold",
+    "suggest",
+    "pruner",
+    "reaper",
+    "status",
+    "trials --top",
+    "report",
+    "dashboard",
+)
 
 
 def seed(url: str, args: argparse.Namespace) -> None:

@@ -101,10 +101,15 @@ class DashboardView:
         else:
             unfinished = [tid for tid in self._shown if not self._trials[tid].state.is_finished()]
             with scoped_session(self._storage) as session:
-                rows = session.connection().execute(
-                    trial_changes_query(), {"study": self._study_id, "count": self._numbers, "ids": unfinished}
-                ).all()
-            new = sorted((number, int(tid)) for tid, number, _ in rows if number is not None and number >= self._numbers)
+                rows = (
+                    session.connection()
+                    .execute(
+                        trial_changes_query(), {"study": self._study_id, "count": self._numbers, "ids": unfinished}
+                    )
+                    .all()
+                )
+            seen = self._numbers
+            new = sorted((number, int(tid)) for tid, number, _ in rows if number is not None and number >= seen)
             self._shown.extend(tid for _, tid in new)
             self._numbers = max([self._numbers, *(number + 1 for number, _ in new)])
             wanted = [*unfinished, *(tid for _, tid in new)]

@@ -60,10 +60,9 @@ def choose(objectives: list[tuple[int, int, str, float | None]], maximize: bool,
     must = dict.fromkeys([*records, *(tid for tid, _ in ranked), *running])
     rest = [tid for tid, *_ in objectives if tid not in must]
     room = max(1, limit - len(must))
-    if room >= len(rest):
-        picked = rest
-    else:  # evenly spaced, the first and the last of the rest among them
-        picked = [rest[round(i * (len(rest) - 1) / max(1, room - 1))] for i in range(room)]
+    # evenly spaced, the first and the last of the rest among them
+    step = (len(rest) - 1) / max(1, room - 1)
+    picked = rest if room >= len(rest) else [rest[round(i * step)] for i in range(room)]
     chosen = set(must) | set(picked)
     return [tid for tid, *_ in objectives if tid in chosen]
 

@@ -42,7 +42,9 @@ def test_a_report_past_the_limit_draws_a_sample_and_counts_every_failure(sqlite_
     sections = {s.key: s for s in build_sections(Coordinator(sqlite_demo.url, sqlite_demo.name))}
     # drawn: trials 0 and 2 (the best so far, in turn), 6 (running) and the first of the rest, 1 (pruned);
     # not the failed trial 3
-    assert sections["curves"].note.startswith("val_loss after each epoch. Of 4 trials: 2 complete after all 4 search epochs (blue); 1 pruned")
+    assert sections["curves"].note.startswith(
+        "val_loss after each epoch. Of 4 trials: 2 complete after all 4 search epochs (blue); 1 pruned"
+    )
     assert all("Drawn from 4 of the study's 7 trials" in s.note for s in sections.values() if s.figure is not None)
     assert sections["failures"].note == "1 × diverged at epoch 1"  # counted over every trial
     history = sections["history"].figure
