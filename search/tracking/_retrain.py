@@ -133,11 +133,12 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
         model, params, result, history = fit_schedule(study, data, best.number, schedule, Path(tmp), progress, run)
         run.flush()  # the epochs' batches are written in the background
-        if result.best_checkpoint is not None:
+        if result.best_checkpoint is not None and not data.folds:  # k-fold: no row held out, the last epoch's
             trainer.load_model_weights(model, result.best_checkpoint)
-    val_metrics = {k: v for k, v in history[result.best_epoch - 1].items() if k.startswith("val_")}
-    clock = _phase(progress, "trained", f"{len(history)} epochs, best epoch {result.best_epoch}: "
-                   f"{record.metric} {val_metrics.get(record.metric, math.nan):.4g}", clock)  # fmt: skip
+    val_metrics = {k: v for k, v in history[result.best_epoch - 1].items() if k.startswith("val_") and not data.folds}
+    clock = _phase(progress, "trained", f"{len(history)} epochs, " + (f"on all {len(data.folds)} folds' rows"
+                   if data.folds else f"best epoch {result.best_epoch}: {record.metric} "
+                   f"{val_metrics.get(record.metric, math.nan):.4g}"), clock)  # fmt: skip
     config, infra = study.train_config(params, study.full_fidelity), study_infra(study, params, study.full_fidelity)
     test_metrics = {
         k.replace("val_", "test_", 1): v
