@@ -66,8 +66,11 @@ def with_folds(record: StudyRecord, opts: StartOptions, folds: int) -> StudyReco
             raise SearchError("--pruner wilcoxon compares a trial's folds with the best trial's: it needs a study "
                               "with folds (--study-option folds=K, K >= 2)")  # fmt: skip
         return record
+    record = replace(record, folds=folds)
     given = settings.pruner != _DEFAULT_PRUNER if opts.explicit is None else "pruner" in opts.explicit
-    if not given and name != "none":  # "none" when other objectives than the study's own are searched
+    # Kept when already one: "none" when other objectives than the study's own are searched, the
+    # stored one of a resumed study (wilcoxon:p=0.3 stays so).
+    if not given and name not in FOLD_PRUNERS:
         return replace(record, settings=replace(settings, pruner="wilcoxon"))
     if name not in FOLD_PRUNERS:
         raise SearchError(f"--pruner {settings.pruner} prunes on per-epoch curves, and with folds={folds} a "
