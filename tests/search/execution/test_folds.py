@@ -75,6 +75,10 @@ def test_a_study_with_folds_prunes_with_wilcoxon_unless_told_and_refuses_a_per_e
     told = _prepare(SearchSettings(pruner="wilcoxon:p=0.3"), explicit=frozenset({"pruner"}))
     assert told.record.settings.pruner == "wilcoxon:p=0.3"
     assert _prepare(SearchSettings(pruner="none"), explicit=frozenset({"pruner"})).record.settings.pruner == "none"
+    # A resumed study's stored pruner comes in the settings, not given: its options stay.
+    assert _prepare(SearchSettings(pruner="wilcoxon:p=0.3"), explicit=frozenset()).record.settings.pruner == \
+        "wilcoxon:p=0.3"  # fmt: skip
+    assert _prepare(SearchSettings()).record.folds == 3
     with pytest.raises(SearchError, match="prunes on per-epoch curves, and with folds=3"):
         _prepare(SearchSettings(pruner="median"), explicit=frozenset({"pruner"}))
     with pytest.raises(SearchError, match="needs a study with folds"):
