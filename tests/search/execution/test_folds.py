@@ -85,19 +85,47 @@ def test_a_study_with_folds_prunes_with_wilcoxon_unless_told_and_refuses_a_per_e
         _prepare(SearchSettings(pruner="wilcoxon"), {**SMALL, "folds": 1}, explicit=frozenset({"pruner"}))
 
 
-@pytest.fixture
-def folds_worker(tmp_path: Path) -> Any:
-    """A one-trial resmlp study with 3 folds (a small-batch configuration queued), embedded stores
-    under ``tmp_path``, and a worker's context on it."""
+def _worker(tmp_path: Path, pruner: str, *configs: dict[str, Any]) -> Any:
+    """A resmlp study with 3 folds and ``configs`` queued (its budget), embedded stores under
+    ``tmp_path``, and a worker's context on it."""
     from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.execution import connect
     from search.settings import SearchSettings
 
     loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path)
-    opts = StartOptions(study="resmlp", trials=1, settings=SearchSettings(patience="off"), study_options=SMALL,
-                        enqueue=(CONFIG,))  # fmt: skip
-    create_or_resume(loc, prepare(opts), 1)
+    opts = StartOptions(study="resmlp", trials=len(configs), settings=SearchSettings(pruner=pruner, patience="off"),
+                        study_options=SMALL, enqueue=configs, explicit=frozenset({"pruner"}))  # fmt: skip
+    create_or_resume(loc, prepare(opts), len(configs))
     return connect(loc, "resmlp", "test-worker")
+
+
+@pytest.fixture
+def folds_worker(tmp_path: Path) -> Any:
+    """A one-trial study of 3 folds (a small-batch configuration queued) and a worker on it."""
+    return _worker(tmp_path, "wilcoxon", CONFIG)
+
+
+@pytest.mark.slow
+def test_a_trial_whose_folds_are_all_worse_than_the_best_trials_is_pruned_after_the_fold_the_test_allows(
+    tmp_path: Path,
+) -> None:
+    """At p < 0.3 two folds worse than the best trial's prune (p = 2^-2): the second trial stops after
+    fold 1, its two folds recorded, the third never fitted, and no mean over some folds only."""
+    from search.execution._trial import run_trial
+    from search.observation import trial_row
+
+    ctx = _worker(tmp_path, "wilcoxon:p=0.3", CONFIG, {**CONFIG, "lr": 1e-4})
+    outcomes = []
+    for _ in range(2):
+        trial, _ = ctx.coordinator.claim(ctx.optuna_study)
+        outcomes.append(run_trial(ctx, trial))
+    assert [o.state for o in outcomes] == ["COMPLETE", "PRUNED"]
+    best, pruned = ctx.optuna_study.get_trials()
+    assert len(best.intermediate_values) == 3 and sorted(pruned.intermediate_values) == [0, 1]
+    assert all(pruned.intermediate_values[k] > best.intermediate_values[k] for k in (0, 1))
+    assert {"fold_0_val_loss", "fold_1_val_loss"} <= set(pruned.user_attrs)
+    assert "fold_2_val_loss" not in pruned.user_attrs and "val_loss_fold_mean" not in pruned.user_attrs
+    assert trial_row(pruned).folds == [pruned.intermediate_values[0], pruned.intermediate_values[1]]
 
 
 def test_a_retry_fits_only_the_folds_its_attempt_did_not_finish(folds_worker: Any, monkeypatch: Any) -> None:
