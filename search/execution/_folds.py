@@ -4,9 +4,9 @@ A trial with K folds fits them in order. Inside a fold nothing is reported to th
 different folds are not comparable), and ``--patience`` ends the fold's training as it ends a
 one-split trial. Once a fold ends, its value (its best epoch's metric, as a one-split trial's) and
 final metrics are recorded on the trial (user attributes ``fold_<k>_<metric>``,
-``fold_<k>_final_metrics``, ``fold_<k>_epochs``) and its MLflow run, then reported at step k; the
-pruner (``wilcoxon`` by default, ``search/settings/pruners/_wilcoxon.py``) is asked after each fold
-but the last. The trial's value is the mean of its folds' values.
+``fold_<k>_final_metrics``, ``fold_<k>_epochs``, ``fold_<k>_best_epoch``) and its MLflow run, then
+reported at step k; the pruner (``wilcoxon`` by default, ``search/settings/pruners/_wilcoxon.py``) is
+asked after each fold but the last. The trial's value is the mean of its folds' values.
 
 A retry inherits its attempt's reported values and attributes (``search.coordination``'s
 ``RetryDeadTrial``), so it fits only the folds whose value was not reported yet, the fold that was
@@ -75,6 +75,16 @@ def fold_value(result: Any, metric: str, maximize: bool) -> float:
     if not values:
         raise ValueError(f"the study metric {metric!r} was never reported")
     return max(values) if maximize else min(values)
+
+
+def fold_best_epoch(result: Any, metric: str, maximize: bool) -> int:
+    """The epoch of a fold's value (what its retrain stops at, scaled: ``search.tracking._replay``):
+    the trainer's best for ``val_loss`` (a resumed fold's too), else the best epoch in its history."""
+    if metric == "val_loss" and result.best_epoch:
+        return int(result.best_epoch)
+    rows = [h for h in result.history if metric in h and math.isfinite(h[metric])]
+    pick = max if maximize else min
+    return int(pick(rows, key=lambda h: h[metric]).get("epoch", result.best_epoch)) if rows else int(result.best_epoch)
 
 
 def summarize(metric: str, values: Sequence[float], finals: Sequence[Mapping[str, float]]) -> dict[str, Any]:
@@ -161,7 +171,8 @@ def fit_folds(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckp
         fits.append(result)
         values[k], finals[k] = fold_value(result, metric, maximize), final_metrics(result.history)
         epochs += result.epochs_run
-        _record_fold(ctx, trial, run, k, values[k], finals[k], result.epochs_run)
+        _record_fold(ctx, trial, run, k, values[k], finals[k], result.epochs_run,
+                     fold_best_epoch(result, metric, maximize))  # fmt: skip
         shutil.rmtree(fold_dir, ignore_errors=True)  # a reported fold is never fitted again
         if _report(hook, trial, k, values[k], last=k == len(folds) - 1):
             break
@@ -172,9 +183,10 @@ def fit_folds(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckp
 
 
 def _record_fold(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, k: int, value: float,
-                 final: Mapping[str, float], epochs: int) -> None:  # fmt: skip
+                 final: Mapping[str, float], epochs: int, best_epoch: int) -> None:  # fmt: skip
     metric = ctx.record.metric
-    attrs = {f"fold_{k}_{metric}": value, f"fold_{k}_final_metrics": dict(final), f"fold_{k}_epochs": epochs}
+    attrs = {f"fold_{k}_{metric}": value, f"fold_{k}_final_metrics": dict(final), f"fold_{k}_epochs": epochs,
+             f"fold_{k}_best_epoch": best_epoch}  # fmt: skip
     retrying(lambda: set_user_attrs(ctx.coordinator.storage, trial_id(trial), attrs), f"recording trial {trial.number}")
     run.log({f"fold_{k}_{metric}": value}, step=k)
 

@@ -19,7 +19,7 @@ class Wilcoxon(PrunerSpec):
 
     The test's smallest p-value over n paired folds is 2^-n (every fold worse), so at ``p`` it can
     prune from fold ``ceil(log2(1/p))`` on: the fourth at 0.1; it never prunes a 3- or 4-fold trial
-    (nothing is asked after the last fold, where pruning would save nothing). See docs/objectives.md.
+    (nothing is asked after the last fold, where pruning would save nothing). See docs/kfold.md.
     """
 
     name = "wilcoxon"

@@ -28,6 +28,24 @@ def test_a_folds_value_is_its_best_epoch_and_a_resumed_fold_keeps_the_epochs_bef
     assert fold_value(accuracy, "val_accuracy", maximize=True) == 0.9
 
 
+def test_a_folds_best_epoch_is_its_values_epoch_and_the_retrain_stops_at_their_mean_scaled() -> None:
+    from search.execution._folds import fold_best_epoch
+    from search.tracking._replay import kfold_stop
+
+    fit = SimpleNamespace(history=[{"epoch": 1, "val_loss": 0.5, "val_accuracy": 0.7},
+                                   {"epoch": 2, "val_loss": 0.4, "val_accuracy": 0.9},
+                                   {"epoch": 3, "val_loss": 0.45, "val_accuracy": 0.8}], best_epoch=2)  # fmt: skip
+    assert fold_best_epoch(fit, "val_loss", maximize=False) == 2
+    assert fold_best_epoch(SimpleNamespace(history=fit.history[2:], best_epoch=2), "val_loss", maximize=False) == 2
+    assert fold_best_epoch(fit, "val_accuracy", maximize=True) == 2
+    # Best at epochs 2, 3 and 4 of 10 searched: the 40-epoch retrain stops at 3 x 40 / 10.
+    attrs = {"fold_0_best_epoch": 2, "fold_1_best_epoch": 3, "fold_2_best_epoch": 4, "fold_0_epochs": 10}
+    assert kfold_stop(attrs, 10, 40) == (12, 3.0)
+    assert kfold_stop({"fold_0_best_epoch": 10}, 10, 5) == (5, 10.0)
+    assert kfold_stop({"fold_0_best_epoch": 1}, 40, 10) == (1, 1.0)  # at least one epoch
+    assert kfold_stop({"fold_0_epochs": 10}, 10, 40) is None  # recorded before folds had best epochs
+
+
 def test_the_summary_is_the_mean_its_spread_and_the_mean_of_every_final_metric_all_folds_have() -> None:
     finals = [{"val_loss": 0.5, "val_accuracy": 0.8}, {"val_loss": 0.7, "val_accuracy": 0.6}, {"val_loss": 0.6}]
     summary = summarize("val_loss", [0.2, 0.4, 0.3], finals)
@@ -172,6 +190,7 @@ def test_a_retry_fits_only_the_folds_its_attempt_did_not_finish(folds_worker: An
     assert done.intermediate_values == dict(enumerate(values))
     assert done.value == pytest.approx(sum(values) / 3) == done.user_attrs["val_loss_fold_mean"]
     assert done.user_attrs["epochs_run"] == sum(done.user_attrs[f"fold_{k}_epochs"] for k in range(3))
+    assert all(1 <= done.user_attrs[f"fold_{k}_best_epoch"] <= SMALL["search_epochs"] for k in range(3))
     states = [t.state for t in ctx.optuna_study.get_trials()]
     assert states == [TrialState.FAIL, TrialState.COMPLETE]
     assert ctx.coordinator.claim(ctx.optuna_study)[0] is None  # the budget of one trial is spent
