@@ -18,6 +18,8 @@ at random. ``ANALYZE`` follows, as autovacuum would do soon after on a real serv
   status         ``search status`` as a subprocess (its Python start-up is in every figure)
   trials --top   ``search trials --top 20``, subprocess
   report         ``search report --no-mlflow``, subprocess, and the size of the page
+  dashboard      optuna-dashboard as ``search dashboard`` serves it: its first page's data (the
+                 study list, then the study's detail with its trials), over HTTP, and its size
 
 and prints each figure for each N and its ratio to the smallest N's.
 
@@ -60,7 +62,7 @@ import storage as st  # noqa: E402
 from search.execution._pruning import PruningHook  # noqa: E402
 from search.execution._suggest import suggest_params  # noqa: E402
 
-FIGURES = ("claim (join)", "claim", "lock hold", "suggest", "pruner", "reaper", "status", "trials --top", "report")
+FIGURES = ("claim (join)", "claim", "lock hold", "suggest", "pruner", "reaper", "status", "trials --top", "report", "dashboard")
 
 
 def seed(url: str, args: argparse.Namespace) -> None:
@@ -166,13 +168,37 @@ def time_cli(url: str, args: argparse.Namespace, skip: set[str]) -> tuple[dict[s
     return out, size
 
 
+def time_dashboard(url: str, timeout: float) -> tuple[float, int]:
+    """Seconds and bytes of the dashboard's first page's data, asked as its page asks: the study list,
+    then the study's detail (``after=0``: every trial), from a server started on the study."""
+    import threading
+    import urllib.request
+
+    from search.observation._servers import dashboard_server
+
+    server, page, _ = dashboard_server(url, STUDY, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    base, study_id = page.split("/dashboard/")[0], page.rsplit("/", 1)[1]
+    size, before = 0, time.perf_counter()
+    try:
+        for path in ("/api/studies", f"/api/studies/{study_id}?after=0"):
+            with urllib.request.urlopen(base + path, timeout=timeout) as reply:
+                size += len(reply.read())
+        return time.perf_counter() - before, size
+    except TimeoutError:
+        return float("inf"), size
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", default="1000,10000", help="study sizes N, comma-separated [1000,10000]")
     parser.add_argument("--seed-trials", type=int, default=50, help="trials run through the worker's path [50]")
     parser.add_argument("--epochs", type=int, default=8, help="epochs (intermediate values) per trial [8]")
     parser.add_argument("--repeats", type=int, default=5, help="claims, suggestions and reaper passes timed [5]")
-    parser.add_argument("--skip", default="", help="views not to time: status,trials,report")
+    parser.add_argument("--skip", default="", help="views not to time: status,trials,report,dashboard")
     parser.add_argument("--cli-timeout", type=float, default=600.0, help="seconds a view may take [600]")
     parser.add_argument("--admin-url", default=ADMIN_URL, help="a database to create the benchmark's in [%(default)s]")
     args = parser.parse_args(argv)
@@ -198,6 +224,9 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
             views, size = time_cli(url, args, skip)
             results[n] = {**figures, **views}
             report = f", report {size / 1e6:.1f} MB" if size else ""
+            if "dashboard" not in skip:
+                results[n]["dashboard"], served = time_dashboard(url, args.cli_timeout)
+                report += f", dashboard's first page {served / 1e6:.1f} MB"
             print(f"N={n}: written in {took:.1f} s{report}", flush=True)
             print("  " + "  ".join(f"{k} {1000 * v:.1f} ms" for k, v in results[n].items()), flush=True)
     admin.dispose()

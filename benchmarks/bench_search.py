@@ -105,16 +105,20 @@ def spec_strategy(name: str) -> Strategy:
 
     sampler, pruner, *rest = name.split("+")
     patience = SearchSettings().patience
-    thaw = 0.0
+    thaw = spare = 0.0
     for extra in rest:
         key, _, value = extra.partition("=")
         if key == "patience":
             patience = parse_patience(value)
         elif key == "thaw":
             thaw = float(value)
+        elif key == "spare":
+            spare = float(value)
         else:
-            raise SystemExit(f"bad strategy {name!r}: expected SAMPLER+PRUNER[+patience=EPOCHS|auto|off][+thaw=F]")
-    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw)
+            raise SystemExit(
+                f"bad strategy {name!r}: expected SAMPLER+PRUNER[+patience=EPOCHS|auto|off][+thaw=F][+spare=F]"
+            )
+    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw, spare=spare)
 
 
 def _script_study(problem: Any, seed: int, storage: Any = None, eager: bool = False) -> Any:

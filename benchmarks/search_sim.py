@@ -56,6 +56,10 @@ class Strategy:
     """Once the trial budget is spent, continue to their last epoch the trials ``--patience`` ended
     whose value is in this top fraction of the complete trials (best first), instead of starting new
     trials: the compute patience saved, spent on the trials most likely to hold the best model."""
+    spare: float = 0.0
+    """``--patience`` never ends a trial whose best value so far is within this top fraction of the
+    complete trials' values (0: it spares none): a flat trial that may still hold the best model
+    runs on; the compute is saved only on flat trials out of contention."""
 
 
 @dataclass
@@ -188,6 +192,11 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         push(now, number, curve, epoch + 1)
         return True
 
+    def in_contention(value: float) -> bool:
+        """Within the top ``strategy.spare`` fraction of the complete trials (none complete: no)."""
+        values = sorted(t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        return bool(values) and value <= values[min(len(values), max(1, math.ceil(strategy.spare * len(values)))) - 1]
+
     def start(now: float) -> bool:
         nonlocal started
         if pausing is not None and resume(now):
@@ -224,6 +233,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
+        if stalled and strategy.spare:
+            stalled = not in_contention(min(curve.values[:epoch]))
         if not pruned and epoch < problem.epochs and not stalled:
             push(now, trial, curve, epoch + 1)
             if idle and pausing is not None and epoch in study.pruner.rungs:  # a rung filled: one may resume

@@ -16,6 +16,10 @@ PG_ADMIN_URL = os.environ.get("HPSEARCH_TEST_PG", "postgresql+psycopg2://root@12
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ROOT = Path(__file__).resolve().parents[1]
 
+# Tests in any folder import ``http_helpers``, which sits next to this file.
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+
 
 def _pg_unavailable_reason() -> str | None:
     import sqlalchemy

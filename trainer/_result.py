@@ -34,6 +34,10 @@ class FitResult:
     """Part of ``fit_seconds`` spent in the caller's hooks and metrics sink (main process)."""
     resumed_from_epoch: int = 0
     """Epoch of the checkpoint this call resumed from (0 = started fresh)."""
+    resumed_metrics: dict[str, float] = field(default_factory=dict)
+    """The metrics of that checkpoint's epoch, as ``history`` has them; empty when the call started
+    fresh or the checkpoint predates them. A call that resumed after the last epoch trains nothing:
+    its ``history`` is empty and these are its model's final metrics."""
     best_checkpoint: Path | None = None
     """Checkpoint file of ``best_epoch`` when checkpointing was on."""
     mutations: tuple[Mutation, ...] = ()
@@ -52,4 +56,4 @@ class FitResult:
 
     @property
     def final_metrics(self) -> dict[str, float]:
-        return dict(self.history[-1]) if self.history else {}
+        return dict(self.history[-1]) if self.history else dict(self.resumed_metrics)

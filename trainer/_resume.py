@@ -32,6 +32,7 @@ def snapshot(run: Run) -> dict[str, Any]:
         "global_step": run.global_step,
         "lr": run.lr,
         "val_loss": run.history[-1]["val_loss"],
+        "metrics": dict(run.history[-1]),  # what a resume after the last epoch reports as final
         "best_epoch": run.best_epoch,
         "best_val_loss": run.best_val_loss,
         "config": run.config.to_dict(),  # what a resume must match (but for Infra.mutable's fields)
@@ -116,6 +117,7 @@ def _restore_state(run: Run, state: dict[str, Any], where: Path | None) -> None:
     rng = state["rng"]
     restore_rng(rng[run.accelerator.process_index] if isinstance(rng, list) else rng)  # a list: one per rank
     run.epoch = run.resumed_from = state["epoch"]
+    run.resumed_metrics = {k: float(v) for k, v in state.get("metrics", {}).items()}  # none before they were kept
     run.global_step, run.lr = state["global_step"], state["lr"]
     run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
 

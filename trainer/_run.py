@@ -45,6 +45,8 @@ class Run:
     best_epoch: int = 0
     best_val_loss: float = math.inf
     resumed_from: int = 0
+    resumed_metrics: dict[str, float] = field(default_factory=dict)
+    """The metrics of the epoch the resumed checkpoint was written after (see ``FitResult``)."""
     history: list[dict[str, float]] = field(default_factory=list)
     mutations: list[Mutation] = field(default_factory=list)
     """Hyperparameter changes of this run's lineage, oldest first (see ``FitResult.mutations``)."""

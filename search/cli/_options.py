@@ -103,11 +103,12 @@ def _patience(_ctx: click.Context, _param: click.Parameter, value: Any) -> str:
 
 
 def patience_option(default: str) -> Decorator:
-    """``--patience EPOCHS|auto|off``, checked and normalised as it is read."""
-    return option("--patience", type=str, default=default, metavar="EPOCHS|auto|off", callback=_patience,
+    """``--patience EPOCHS|auto|off[:spare=F]``, checked and normalised as it is read."""
+    return option("--patience", type=str, default=default, metavar="EPOCHS|auto|off[:spare=F]", callback=_patience,
                   help="End a trial, complete, once its metric has not improved for this many epochs (its "
                        "value is its best epoch's); auto: a fifth of the study's search epochs, at least 2; "
-                       "off: never.")  # fmt: skip
+                       "off: never. :spare=F lets a trial whose best is within the top fraction F of the "
+                       "complete trials run on to its last epoch.")  # fmt: skip
 
 
 STALL_HELP = ("Fail a trial as stalled when it finishes no training step and no validation batch for this long "

@@ -50,7 +50,7 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
     best = None if pruned else best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
     # The objectives' and constraints' values (deployment metrics included): before the run is finished.
-    final = final_metrics(result.history) | dict(deployment or {})
+    final = final_metrics(result.history or [result.resumed_metrics]) | dict(deployment or {})
     value, scores, constraints = scored(ctx, trial.number, final, best, pruned)
     state = "PAUSED" if paused else "REPLACED" if replaced else "PRUNED" if pruned else "COMPLETE"
     tags: dict[str, Any] = {"hpsearch.state": state, "hpsearch.epochs_run": result.epochs_run}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,12 @@ class _StudyAsSeen:
         return getattr(self._study, name)
 
 
+def _best(values: Any, sign: float) -> float:
+    """The best of ``values`` (the smallest of ``sign * value``, as a value), NaN if none is a number."""
+    kept = [v for v in values if not math.isnan(v)]
+    return min(kept, key=lambda v: sign * v) if kept else math.nan
+
+
 STORE_EVERY_S = 1.0
 """The longest a reported epoch's value waits to be stored while its trial runs (what the dashboard
 and the live view show of a running trial): epochs of a second or more are stored as they end."""
@@ -67,14 +74,16 @@ class PruningHook:
     With ``patience`` above 0 it also ends a trial that the pruner lets go on once its metric has not
     improved for that many epochs (``stopped_epoch``; the trial completes with its best epoch's
     value). It counts from the trial's reported values, so a retry that inherited its attempt's
-    epochs goes on counting where the attempt stopped.
+    epochs goes on counting where the attempt stopped. With ``spare`` above 0 it lets a stalled
+    trial go on while its best value is within that top fraction of the complete trials' best
+    values (read when the rule would end it): it may still hold the study's best model.
     """
 
     def __init__(self, trial: optuna.trial.Trial, metric: str, trials: st.StudyTrials | None = None, *,
-                 patience: int = 0, maximize: bool = False) -> None:  # fmt: skip
+                 patience: int = 0, maximize: bool = False, spare: float = 0.0) -> None:  # fmt: skip
         self.trial = trial
         self.metric = metric
-        self.patience, self.maximize = patience, maximize
+        self.patience, self.maximize, self.spare = patience, maximize, spare
         self.pruned_epoch: int | None = None
         self.stopped_epoch: int | None = None
         self.asked = 0
@@ -124,6 +133,22 @@ class PruningHook:
             self.pruned_epoch = epoch
             return True
         if self.patience and epochs_since_best(reported, epoch, self.maximize) >= self.patience:
+            if self.spare and retrying(lambda: self._in_contention(reported), f"reading trials for epoch {epoch}"):
+                return False
             self.stopped_epoch = epoch
             return True
         return False
+
+    def _in_contention(self, reported: Mapping[int, float]) -> bool:
+        """This trial's best so far is within the top ``spare`` of the complete trials' bests (none: no)."""
+        from optuna.trial import TrialState
+
+        sign = -1.0 if self.maximize else 1.0
+        own = st.trial_id(self.trial)
+        bests = sorted(sign * best for t in self._trials.refresh(running=self._running)
+                       if t.state == TrialState.COMPLETE and st.trial_id(t) != own
+                       and not math.isnan(best := _best(t.intermediate_values.values(), sign)))  # fmt: skip
+        if not bests:
+            return False
+        cutoff = bests[min(len(bests), max(1, math.ceil(self.spare * len(bests)))) - 1]
+        return _best(reported.values(), sign) * sign <= cutoff

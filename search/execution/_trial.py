@@ -23,7 +23,14 @@ from search.execution._pruning import PruningHook
 from search.execution._refit import fit_or_start_over
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
-from search.settings import exploiting_spec, params_dict, pausing_spec, resolve_patience, study_dir
+from search.settings import (
+    exploiting_spec,
+    params_dict,
+    patience_spare,
+    pausing_spec,
+    resolve_patience,
+    study_dir,
+)
 from search.tracking import deployment_metrics
 from storage import cached_frozen_trial, set_user_attrs, trial_id
 
@@ -69,7 +76,8 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
         folds = bool(ctx.data.folds)  # k-fold: the hook reports folds, patience ends each fold's training
         hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=0 if folds else patience,
-                           maximize=ctx.record.direction == "maximize")  # fmt: skip
+                           maximize=ctx.record.direction == "maximize",
+                           spare=patience_spare(ctx.record.settings.patience))  # fmt: skip
         try:
             if folds:
                 result, deployment = fit_folds(ctx, trial, run, ckpt_dir, hook, progress or Progress(), board, patience)

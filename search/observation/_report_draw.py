@@ -3,7 +3,7 @@
 At 100,000 trials a page that draws every trial's curve and lists every trial is 111 MB and took ten
 minutes to write. Past ``REPORT_TRIALS`` trials the page draws that many: every trial that improved
 on the best so far (so the optimization history's best line is the study's own), the best ones,
-the running ones and every k-th of the rest in trial order (so the proportions stay the study's);
+the running ones and the rest evenly spaced in trial order (so the proportions stay the study's);
 its table lists the best ``REPORT_TRIALS`` by the objective, and each section says what it shows.
 """
 
@@ -44,7 +44,8 @@ def choose(objectives: list[tuple[int, int, str, float | None]], maximize: bool,
            best: int = BEST_DRAWN) -> list[int]:  # fmt: skip
     """Ids to draw of ``(trial_id, number, state, value)`` in trial order: every one if there are at most
     ``limit``; else the improvements on the best so far, the ``best`` best complete trials, the running
-    ones, and an even stride through the rest, about ``limit`` in all, in trial order."""
+    ones, and the rest evenly spaced in trial order, ``limit`` in all (more only if those must-haves are
+    more), in trial order."""
     if len(objectives) <= limit:
         return [tid for tid, *_ in objectives]
     sign = -1.0 if maximize else 1.0
@@ -57,9 +58,13 @@ def choose(objectives: list[tuple[int, int, str, float | None]], maximize: bool,
     ranked = sorted(complete, key=lambda item: item[1])[:best]  # stable: ties in trial order
     running = [tid for tid, _, state, _ in objectives if state == "RUNNING"]
     must = dict.fromkeys([*records, *(tid for tid, _ in ranked), *running])
+    rest = [tid for tid, *_ in objectives if tid not in must]
     room = max(1, limit - len(must))
-    stride = max(1, math.ceil(len(objectives) / room))
-    chosen = set(must) | {tid for tid, *_ in objectives[::stride]}
+    if room >= len(rest):
+        picked = rest
+    else:  # evenly spaced, the first and the last of the rest among them
+        picked = [rest[round(i * (len(rest) - 1) / max(1, room - 1))] for i in range(room)]
+    chosen = set(must) | set(picked)
     return [tid for tid, *_ in objectives if tid in chosen]
 
 

@@ -52,34 +52,43 @@ def dashboard_url(coordinator: Coordinator, host: str, port: int) -> str:
 
 
 def dashboard_server(url: str, study_name: str, host: str, port: int,
-                     debug: bool = False) -> tuple[WSGIServer, str]:  # fmt: skip
-    """A listening (not yet serving) optuna-dashboard server on the study's storage, and its page URL."""
+                     debug: bool = False) -> tuple[WSGIServer, str, str | None]:  # fmt: skip
+    """A listening (not yet serving) optuna-dashboard server on the study's storage, its page URL, and
+    what it leaves out of a large study (None when it shows every trial)."""
     import optuna_dashboard
 
     from search.coordination import Coordinator
+    from search.observation._dashboard_view import DashboardView, dashboard_storage
 
     coordinator = Coordinator(url, study_name)  # a storage of its own: no heartbeats, no reaping
-    _name_the_objective(coordinator)
-    app = optuna_dashboard.wsgi(coordinator.storage)
+    goal = _name_the_objective(coordinator)
+    view = DashboardView(coordinator.storage, coordinator.study_id(), goal.maximize)
+    note = None
+    if view.drawn():
+        note = (f"the study has {view.total:,} trials: the dashboard shows about {view.shown:,} of them (every trial "
+                "that improved on the best so far, the best 100, the running ones and an even sample of the "
+                "rest) and every trial created from now on; `search trials` lists them all")  # fmt: skip
+    app = optuna_dashboard.wsgi(dashboard_storage(coordinator.storage, view))
     try:
         server = make_server(host, port, app, server_class=_ThreadingServer,
                              handler_class=WSGIRequestHandler if debug else _QuietHandler)  # fmt: skip
     except OSError as exc:
         raise SearchError(f"cannot listen on {host}:{port}: {exc.strerror} (choose another --port)") from None
-    return server, dashboard_url(coordinator, host, server.server_port)
+    return server, dashboard_url(coordinator, host, server.server_port), note
 
 
 def serve_dashboard(url: str, study_name: str, host: str, port: int, announce: Callable[[str], None],
                     debug: bool = False) -> None:  # fmt: skip
     """Serve optuna-dashboard until interrupted; ``announce`` gets the study's page URL."""
-    server, page = dashboard_server(url, study_name, host, port, debug)
+    server, page, note = dashboard_server(url, study_name, host, port, debug)
     with server, _stop_on_sigterm(), suppress(KeyboardInterrupt):
-        announce(page)
+        announce(page if note is None else f"{page}\n{note}")
         server.serve_forever(poll_interval=0.5)
 
 
-def _name_the_objective(coordinator: Coordinator) -> None:
-    """Show ``val_loss`` rather than ``Objective 0`` on the dashboard's axes (written once per study)."""
+def _name_the_objective(coordinator: Coordinator) -> Any:
+    """Show ``val_loss`` rather than ``Objective 0`` on the dashboard's axes (written once per study);
+    the study's first objective."""
     import optuna
 
     record = coordinator.read_record()
@@ -87,6 +96,7 @@ def _name_the_objective(coordinator: Coordinator) -> None:
     if study.metric_names is None:
         with suppress(Exception):  # a read-only database still gets a dashboard
             study.set_metric_names([o.metric for o in record.goals()])
+    return record.goals()[0]
 
 
 @contextmanager

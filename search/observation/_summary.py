@@ -13,6 +13,7 @@ from search.settings import (
     describe_grid,
     describe_objectives,
     pareto_front,
+    patience_spare,
     resolve_patience,
 )
 from search.settings._selection import candidates
@@ -45,7 +46,9 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
               f"{settings.select}; {pruned}", flush=True)  # fmt: skip
     patience = resolve_patience(settings.patience, record.search_epochs)
     if patience:
-        how = " (auto: a fifth of the search epochs)" if settings.patience == "auto" else ""
+        how = " (auto: a fifth of the search epochs)" if settings.patience.startswith("auto") else ""
+        spare = patience_spare(settings.patience) if not record.folds else 0  # no contention inside a fold
+        how += f", unless within the top {spare:.0%} of the complete trials" if spare else ""
         what = "a fold's training ends" if record.folds else "a trial ends, complete,"
         print(f"  early stop: {what} after {patience} epochs without improvement{how}", flush=True)
     if record.grid:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from optuna.trial import FrozenTrial
 
@@ -268,20 +268,15 @@ def sort_rows(rows: list[TrialRow], key: SortKey, top: int | None = None) -> lis
 def deployment_text(metrics: dict[str, float], batch: int | None) -> str:
     """A model's deployment metrics in a line (``search best``): ``26.4k params, 52.7k FLOPs/sample,
     latency 0.052 ms (batch 1), 0.0038 ms/sample (batch 64), peak RSS 512 MiB``; empty without any."""
-    parts = []
-    if "params" in metrics:
-        parts.append(f"{_si(metrics['params'])} params")
-    if "flops_per_sample" in metrics:
-        parts.append(f"{_si(metrics['flops_per_sample'])} FLOPs/sample")
-    if "latency_ms" in metrics:
-        parts.append(f"latency {metrics['latency_ms']:.3g} ms (batch 1)")
-    if "latency_ms_batch" in metrics:
-        parts.append(f"{metrics['latency_ms_batch']:.3g} ms/sample (batch {batch or '?'})")
-    if "peak_memory_mb" in metrics:
-        parts.append(f"peak GPU memory {metrics['peak_memory_mb']:.0f} MiB")
-    if "peak_rss_mb" in metrics:
-        parts.append(f"peak RSS {metrics['peak_rss_mb']:.0f} MiB")
-    return ", ".join(parts)
+    texts: dict[str, Callable[[float], str]] = {
+        "params": lambda v: f"{_si(v)} params",
+        "flops_per_sample": lambda v: f"{_si(v)} FLOPs/sample",
+        "latency_ms": lambda v: f"latency {v:.3g} ms (batch 1)",
+        "latency_ms_batch": lambda v: f"{v:.3g} ms/sample (batch {batch or '?'})",
+        "peak_memory_mb": lambda v: f"peak GPU memory {v:.0f} MiB",
+        "peak_rss_mb": lambda v: f"peak RSS {v:.0f} MiB",
+    }
+    return ", ".join(text(metrics[name]) for name, text in texts.items() if name in metrics)
 
 
 def _si(value: float) -> str:

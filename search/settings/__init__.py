@@ -57,6 +57,7 @@ from search.settings._record import (
     parse_duration,
     parse_patience,
     parse_stall_timeout,
+    patience_spare,
     resolve_patience,
 )
 from search.settings._selection import SELECT_RULES, Candidate, champion_number, pareto_front, parse_select, select
@@ -133,6 +134,7 @@ __all__ = [
     "parse_sampler",
     "parse_duration",
     "parse_patience",
+    "patience_spare",
     "parse_stall_timeout",
     "middle_params",
     "parse_narrow",

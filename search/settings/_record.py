@@ -55,24 +55,50 @@ class SearchSettings:
 
 
 def parse_patience(value: object) -> str:
-    """``--patience``: a positive whole number of epochs, ``auto`` or ``off``, as it is stored."""
+    """``--patience``: a positive whole number of epochs, ``auto`` or ``off``, then optionally
+    ``:spare=F`` (0 < F <= 1; see :func:`patience_spare`), as it is stored."""
     text = str(value).strip().lower()
-    if text in ("auto", "off"):
-        return text
-    epochs = _positive_whole(value)
+    base, colon, option = text.partition(":")
+    spare = _spare(option, value) if colon else None
+    if base in ("auto", "off"):
+        if base == "off" and spare is not None:
+            raise SearchError(f"--patience off spares nothing: drop ':spare=', got {value!r}")
+        return text if spare is None else f"{base}:spare={spare:g}"
+    epochs = _positive_whole(base)
     if epochs is None:
-        raise SearchError(f"--patience must be a positive whole number of epochs, auto or off, got {value!r}")
-    return str(epochs)
+        raise SearchError(f"--patience must be a positive whole number of epochs, auto or off, "
+                          f"optionally with :spare=F, got {value!r}")  # fmt: skip
+    return str(epochs) if spare is None else f"{epochs}:spare={spare:g}"
+
+
+def _spare(option: str, value: object) -> float:
+    key, _, number = option.partition("=")
+    try:
+        spare = float(number) if key.strip() == "spare" else math.nan
+    except ValueError:
+        spare = math.nan
+    if not 0 < spare <= 1:
+        raise SearchError(f"--patience's option is spare=F with 0 < F <= 1, got {value!r}")
+    return spare
 
 
 def resolve_patience(spec: str, search_epochs: int) -> int:
     """The epochs without improvement after which a trial ends (0: never) for a stored ``patience``."""
-    spec = parse_patience(spec)
+    spec = parse_patience(spec).partition(":")[0]
     if spec == "off":
         return 0
     if spec == "auto":
         return max(2, round(search_epochs / 5))
     return int(spec)
+
+
+def patience_spare(spec: str) -> float:
+    """The top fraction of the complete trials a stalled trial must be outside for ``--patience`` to
+    end it (``:spare=F``; 0: every stalled trial ends). A flat trial in contention for the best
+    model runs on, to its last epoch (where a decaying learning rate often still improves it); the
+    compute is saved on flat trials that no longer compete."""
+    _, colon, option = parse_patience(spec).partition(":")
+    return float(option.partition("=")[2]) if colon else 0.0
 
 
 def epochs_since_best(values: Mapping[int, float], epoch: int, maximize: bool = False) -> int:

@@ -8,20 +8,15 @@ from datetime import datetime, timedelta
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution
+from sim_helpers import ToyProblem
 
 from benchmarks.search_sim import Curve, Strategy, epoch_rank_correlation, simulate, spearman, top_k_after_one_epoch
 from search.settings import FIRST_RUNG_ATTR, make_pruner
 from search.settings._pruners import first_ranking_epoch
 
 
-class Toy:
+class Toy(ToyProblem):
     """Curves that rank trials backwards at epoch 1 and rightly from epoch 2 on (the last epoch is the best)."""
-
-    name = "toy"
-    epochs = 4
-
-    def space(self):
-        return {"x": FloatDistribution(0.0, 1.0)}
 
     def curve(self, params):
         x = params["x"]
@@ -194,3 +189,19 @@ def test_rank_correlation_per_epoch_over_the_curves_that_reached_it():
     assert rho == [spearman([3.0, 2.0, 1.0, 5.0], [1.0, 2.0, 1.0, 5.0]), spearman([1.0, 2.0, 3.0], [1.0, 2.0, 1.0])]
     assert rho == pytest.approx([0.4, 0.5])
     assert math.isnan(epoch_rank_correlation([[1.0, 2.0], [2.0], [3.0]])[1])  # one curve reached epoch 2
+
+
+def test_patience_with_spare_lets_the_trials_in_contention_run_to_their_end():
+    """Every trial of ``Flat`` stalls after epoch 4; with spare=1 a trial at least as good as the
+    worst complete one runs on to epoch 6 (and its better epoch 5), the first (no complete trial yet)
+    and any worse one ends at epoch 4."""
+    strategy = Strategy("p", "random", "none", patience="2", spare=1.0)
+    trace = simulate(Flat(), strategy, workers=1, seed=0, trials=6)
+    plain = simulate(Flat(), Strategy("p", "random", "none", patience="2"), workers=1, seed=0, trials=6)
+    assert [e.epochs for e in plain.events] == [4 * n for n in range(1, 7)]
+    lengths = [b.epochs - a.epochs for a, b in zip([*trace.events[:1], *trace.events], trace.events, strict=False)]
+    lengths[0] = trace.events[0].epochs
+    assert lengths[0] == 4 and 6 in lengths[1:]
+    xs = [c[0] - 1.0 for c in trace.curves]
+    for n in range(1, 6):  # the trial ran to its end exactly when it was at least as good as the worst complete one
+        assert lengths[n] == (6 if xs[n] <= max(xs[:n]) else 4)

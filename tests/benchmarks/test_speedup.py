@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from optuna.distributions import FloatDistribution
+from sim_helpers import ToyProblem
 
 from benchmarks.search_sim import Curve, Event, Strategy, Trace, simulate
 from benchmarks.speedup import reaches, speedup_table, time_to_reach
@@ -39,14 +39,8 @@ def test_the_speed_up_is_against_the_scripts_first_time_at_its_own_final_best_an
     assert "16.0 MISSED" in speedup_table(reaches([*script, *slow]))
 
 
-class Toy:
+class Toy(ToyProblem):
     """Four epochs of 1 s; a larger x is worse at every epoch, so a pausing pruner pauses and resumes."""
-
-    name = "toy"
-    epochs = 4
-
-    def space(self):
-        return {"x": FloatDistribution(0.0, 1.0)}
 
     def curve(self, params):
         x = params["x"]

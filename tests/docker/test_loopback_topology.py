@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from http_helpers import answers, free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -31,12 +31,6 @@ START = ["start", "--study", STUDY, "--trials", str(TRIALS), "--workers", "0",
          "--artifact-location", f"mlflow-artifacts:/{STUDY}",  # as compose's `start` service
          "--study-option", "search_epochs=2", "--study-option", "full_epochs=2"]  # fmt: skip
 SERVER_START_TIMEOUT_S = 180.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -95,14 +89,6 @@ def _wait_for(check: Callable[[], bool], proc: subprocess.Popen[bytes], what: st
     raise AssertionError(f"{what}: not within {timeout:.0f} s\n{logs()}")
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def _get(url: str) -> tuple[int, bytes]:
     with urllib.request.urlopen(url, timeout=30) as response:
         return response.status, response.read()
@@ -127,21 +113,21 @@ def _finish(procs: list[subprocess.Popen[bytes]], timeout: float = 300) -> list[
 @contextmanager
 def _mlflow_server(backend_store: str, tmp_path: Path, logs: Callable[[], str]) -> Iterator[str]:
     """compose's `mlflow` service: PostgreSQL backend, proxied artifacts; yields its URL once /health answers."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store,
            "--serve-artifacts", "--artifacts-destination", str(tmp_path / "mlartifacts"),
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
     env = _env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")  # no GenAI job consumers on two cores
     with _process(cmd, env=env, cwd=tmp_path / "mlflow", log=tmp_path / "mlflow.log") as server:
         url = f"http://127.0.0.1:{port}"
-        _wait_for(lambda: _answers(f"{url}/health"), server, "mlflow server /health", logs)
+        _wait_for(lambda: answers(f"{url}/health"), server, "mlflow server /health", logs)
         yield url
 
 
 def _dashboard(stack: ExitStack, env: dict[str, str], tmp_path: Path, logs: Callable[[], str]) -> str:
     """compose's `dashboard` service; returns the API URL of the study after its page answered."""
     log = tmp_path / "dashboard.log"
-    proc = _search(stack, "dashboard", "--name", STUDY, "--port", str(_free_port()), env=env,
+    proc = _search(stack, "dashboard", "--name", STUDY, "--port", str(free_port()), env=env,
                    cwd=tmp_path / "dashboard", log=log)  # fmt: skip
     _wait_for(lambda: _announced_url(log) is not None, proc, "dashboard URL", logs)
     page = str(_announced_url(log))

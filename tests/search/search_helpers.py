@@ -10,6 +10,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections import defaultdict
@@ -139,6 +140,25 @@ class StudyWatch:
         return None
 
 
+def start_losing_a_worker(args: list[str], url: str, name: str, cwd: Path) -> tuple[Any, StudyWatch]:
+    """``search start ARGS --name NAME --storage URL`` in ``cwd`` (its log: ``cwd/start.log``), whose
+    worker running the first trial to reach epoch 1 is SIGKILLed; waits for it to end, successfully.
+    Returns that trial as it ran, and a watch on the study."""
+    import psutil
+
+    start = spawn(["start", *args, "--name", name, "--storage", url], cwd, cwd / "start.log")
+    try:
+        watch = StudyWatch(url, name)
+        running = wait_for(lambda: watch.running_at(1), 120, "a trial to reach epoch 1")
+        pid = int(running.user_attrs["worker"].split(":")[1])
+        [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
+        victim.kill()
+        assert start.wait(timeout=240) == 0, (cwd / "start.log").read_text()
+    finally:
+        stop(start)
+    return running, watch
+
+
 def logical(trial: Any) -> int:
     return int(trial.system_attrs.get("failed_trial", trial.number))
 
@@ -164,6 +184,55 @@ def mlflow_runs(project: Path) -> dict[str, Any]:
     client = MlflowClient(f"sqlite:///{project}/mlflow.db")
     experiments = [e.experiment_id for e in client.search_experiments()]
     return {r.info.run_id: r for r in client.search_runs(experiments, max_results=500)}
+
+
+# -- a worker frozen inside the study lock ---------------------------------------------------------
+
+LOCK_GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
+
+# A worker's claim that stops itself right after counting, inside the lock, and says what it got once
+# it is woken: ``python -c FROZEN_CLAIM URL NAME`` prints "frozen", stops, then "claimed N" (or None).
+FROZEN_CLAIM = textwrap.dedent(
+    """
+    import os, signal, sys
+    import storage
+    from search.coordination import Coordinator
+
+    counted = storage.count_trials_and_attr
+    def count_then_freeze(*args, **kwargs):
+        result = counted(*args, **kwargs)
+        if not os.environ.get("THAWED"):
+            os.environ["THAWED"] = "1"
+            print("frozen", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return result
+    storage.count_trials_and_attr = count_then_freeze
+
+    coordinator = Coordinator(sys.argv[1], sys.argv[2])
+    study = coordinator.load()
+    trial, counts = coordinator.claim(study)
+    print("claimed", None if trial is None else trial.number, flush=True)
+    """
+)
+
+
+def sleep_study_coordinator(url: str, name: str, trials: int) -> tuple[Any, Any]:
+    """A sleep study of ``trials`` created in ``url`` with a grace period of ``LOCK_GRACE_S``, and its
+    coordinator: ``(coordinator, optuna study)``."""
+    from search.api import StartOptions, prepare
+    from search.coordination import Coordinator
+    from search.settings import SearchSettings
+
+    settings = SearchSettings(heartbeat_interval=1, grace_period=LOCK_GRACE_S)
+    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=settings)).record
+    coordinator = Coordinator(url, name)
+    study, _ = coordinator.create_or_resume(record, trials)
+    return coordinator, study
+
+
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP): state ``T`` in ``/proc/PID/stat``."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
 # -- freeze-thaw: a logical trial is a chain of attempts ------------------------------------------

@@ -10,11 +10,6 @@ import pytest
 import storage
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request, tmp_path) -> str:
-    return request.getfixturevalue("pg_url") if request.param == "postgres" else f"sqlite:///{tmp_path}/optuna.db"
-
-
 @pytest.mark.parametrize("skew", [timedelta(hours=-5), timedelta(hours=5)], ids=["clock-ahead", "clock-behind"])
 def test_a_trial_that_never_beat_is_stale_after_orphan_seconds_of_database_time(url, skew):
     """The claiming node's clock (written as the trial's naive start time) may be hours off."""

@@ -4,7 +4,6 @@ not a pruned trial, counted once however many attempts continue its resumption."
 from __future__ import annotations
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 
 import storage
@@ -17,13 +16,7 @@ def _add(study: optuna.Study, state: TrialState, user: dict, system: dict, value
     study.add_trial(trial)
 
 
-@pytest.mark.parametrize("url", ["sqlite", "postgres"])
-def test_a_retried_resumption_counts_its_paused_trial_resumed_once(tmp_path, request, url) -> None:
-    if url == "postgres":
-        request.applymarker(pytest.mark.postgres)
-        url = request.getfixturevalue("pg_url")
-    else:
-        url = f"sqlite:///{tmp_path}/s.db"
+def test_a_retried_resumption_counts_its_paused_trial_resumed_once(url: str) -> None:
     study = optuna.create_study(storage=optuna.storages.RDBStorage(url))
     _add(study, TrialState.PRUNED, {"paused_at": 1}, {})  # trial 0 pauses at epoch 1
     # Its resumption (trial 1) dies with its worker; the retry (trial 2) inherits resumed_from and pauses at 2.

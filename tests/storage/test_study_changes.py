@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import optuna
-import pytest
 import sqlalchemy
 from optuna.distributions import FloatDistribution
 
 import storage
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return storage.sqlite_url(tmp_path / "optuna.db")
-    make: Callable[[], str] = request.getfixturevalue("pg_databases")
-    return make()
 
 
 def _seen(trials: list[optuna.trial.FrozenTrial]) -> list[tuple]:

@@ -1,22 +1,11 @@
 """The one-round-trip reads and writes on the claim and finish path, on SQLite and the real PostgreSQL."""
 
-from collections.abc import Callable
-from pathlib import Path
-
 import optuna
 import pytest
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 import storage
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return storage.sqlite_url(tmp_path / "optuna.db")
-    make: Callable[[], str] = request.getfixturevalue("pg_databases")
-    return make()
 
 
 def _study(url: str) -> tuple[optuna.Study, optuna.storages.RDBStorage]:

@@ -186,6 +186,7 @@ def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp
     assert trainer.load_checkpoint(tmp_path / "moved" / "epoch-0004.pt")["infra"] == moved.to_dict()
     again = _fit(_model(0), _config(), moved.replace(compile=True))  # nothing left to train, nothing compiled
     assert again.resumed_from_epoch == 4 and again.history == []
+    assert again.final_metrics == pytest.approx(resumed.history[-1], nan_ok=True)  # the checkpointed epoch's
 
 
 def test_a_checkpoint_with_the_old_all_in_one_config_resumes(tmp_path: Path) -> None:

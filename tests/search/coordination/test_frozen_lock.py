@@ -8,78 +8,29 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from search_helpers import FROZEN_CLAIM, LOCK_GRACE_S, sleep_study_coordinator, stopped, wait_for
 
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[3]
-SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
-GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
-
-# A worker's claim that stops itself right after counting, inside the lock, and reports what it got
-# once it is woken.
-FROZEN_CLAIM = textwrap.dedent(
-    """
-    import os, signal, sys
-    import storage
-    from search.coordination import Coordinator
-
-    counted = storage.count_trials_and_attr
-    def count_then_freeze(*args, **kwargs):
-        result = counted(*args, **kwargs)
-        if not os.environ.get("THAWED"):
-            os.environ["THAWED"] = "1"
-            print("frozen", flush=True)
-            os.kill(os.getpid(), signal.SIGSTOP)
-        return result
-    storage.count_trials_and_attr = count_then_freeze
-
-    coordinator = Coordinator(sys.argv[1], sys.argv[2])
-    study = coordinator.load()
-    trial, counts = coordinator.claim(study)
-    print("claimed", None if trial is None else trial.number, flush=True)
-    """
-)
-
-
-def _study(url: str, name: str, trials: int):
-    from search.api import StartOptions, prepare
-    from search.coordination import Coordinator
-    from search.settings import SearchSettings
-
-    settings = SearchSettings(heartbeat_interval=1, grace_period=GRACE_S)
-    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=settings)).record
-    coordinator = Coordinator(url, name)
-    study, _ = coordinator.create_or_resume(record, trials)
-    return coordinator, study
-
-
-def _wait_stopped(pid: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state == "T":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never stopped inside the lock")
 
 
 @pytest.mark.slow
 def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it_wakes(pg_url):
     from optuna.trial import TrialState
 
-    coordinator, study = _study(pg_url, "frozen", trials=2)
+    coordinator, study = sleep_study_coordinator(pg_url, "frozen", trials=2)
     child = subprocess.Popen(
         [sys.executable, "-c", FROZEN_CLAIM, pg_url, "frozen"], cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        _wait_stopped(child.pid)
+        wait_for(lambda: stopped(child.pid), 60, "the claim to freeze inside the lock")
         claimed: list[int | None] = []
 
         def claim_the_budget() -> None:
@@ -90,7 +41,7 @@ def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it
         live = threading.Thread(target=claim_the_budget, daemon=True)
         live.start()
         # The server ends the frozen holder's transaction after the hold time (the grace period).
-        live.join(timeout=GRACE_S + 30)
+        live.join(timeout=LOCK_GRACE_S + 30)
         assert not live.is_alive(), "a live worker is still waiting for a lock held by a frozen one"
         assert claimed == [0, 1, None]  # the whole budget went to the live worker
     finally:
@@ -108,9 +59,9 @@ def test_a_heartbeat_thread_never_waits_for_the_study_lock(pg_url):
     """With a dead trial to reap and the lock held elsewhere, the heartbeat's reaping pass skips."""
     import storage
 
-    coordinator, study = _study(pg_url, "busy", trials=2)
+    coordinator, study = sleep_study_coordinator(pg_url, "busy", trials=2)
     dead, _ = coordinator.claim(study)
-    time.sleep(GRACE_S + 1.5)  # it never beats again: dead
+    time.sleep(LOCK_GRACE_S + 1.5)  # it never beats again: dead
     holding, release, released = threading.Event(), threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -142,7 +93,7 @@ def test_a_claimed_trial_starts_at_the_time_optuna_would_record_whatever_the_nod
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
-        coordinator, study = _study(pg_url, "tz", trials=2)
+        coordinator, study = sleep_study_coordinator(pg_url, "tz", trials=2)
         before = datetime.now()
         trial, _ = coordinator.claim(study)
         started = coordinator.storage.get_trial(trial._trial_id).datetime_start  # local time, as Optuna reads it
@@ -161,7 +112,7 @@ def test_a_claim_waiting_on_a_row_another_session_holds_frees_the_lock_within_th
 
     import storage
 
-    coordinator, study = _study(pg_url, "rowheld", trials=1)
+    coordinator, study = sleep_study_coordinator(pg_url, "rowheld", trials=1)
     outside = storage.create_engine(pg_url)
     held = outside.connect()
     held.execute(sqlalchemy.text("SELECT * FROM studies WHERE study_id = :sid FOR UPDATE"), {"sid": study._study_id})
@@ -183,9 +134,9 @@ def test_a_claim_waiting_on_a_row_another_session_holds_frees_the_lock_within_th
             time.sleep(0.05)
         waiter = threading.Thread(target=take_the_lock, daemon=True)
         waiter.start()
-        waiter.join(timeout=GRACE_S + 20)
+        waiter.join(timeout=LOCK_GRACE_S + 20)
         assert waited, "the study lock stayed held past the grace period by a claimer waiting on a row"
-        assert waited[0] < GRACE_S + 5, waited  # a bound, with slack for a loaded machine
+        assert waited[0] < LOCK_GRACE_S + 5, waited  # a bound, with slack for a loaded machine
         assert claimer.is_alive() and not claimed  # still trying: the row is still held
     finally:
         held.rollback()

@@ -12,31 +12,26 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import sqlalchemy
-from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, wait_for
+from search_helpers import (
+    FAST,
+    FROZEN_CLAIM,
+    LOCK_GRACE_S,
+    SLEEP_STUDY,
+    assert_exact_budget,
+    sleep_study_coordinator,
+    stopped,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
-GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)
-
-
-def _study(url: str, name: str, trials: int):
-    from search.api import StartOptions, prepare
-    from search.coordination import Coordinator
-    from search.settings import SearchSettings
-
-    settings = SearchSettings(heartbeat_interval=1, grace_period=GRACE_S)
-    record = prepare(StartOptions(study=str(SLEEP_STUDY), trials=trials, settings=settings)).record
-    coordinator = Coordinator(url, name)
-    study, _ = coordinator.create_or_resume(record, trials)
-    return coordinator, study
 
 
 class Backends:
@@ -72,9 +67,9 @@ def test_eight_workers_over_two_server_connections_join_reap_and_claim_the_exact
 
     bouncer = pgbouncers(2)
     url = bouncer.url(pg_url)
-    first, study = _study(url, "many", trials=12)
+    first, study = sleep_study_coordinator(url, "many", trials=12)
     dead, _ = first.claim(study)  # its worker beats once, at the claim, then dies
-    time.sleep(GRACE_S + 1.5)
+    time.sleep(LOCK_GRACE_S + 1.5)
     claimed: list[int] = []
     slowest: list[float] = []
     errors: list[BaseException] = []
@@ -114,33 +109,7 @@ def test_eight_workers_over_two_server_connections_join_reap_and_claim_the_exact
     assert_exact_budget(trials, 12)
     assert len(claimed) == 12 and len(set(claimed)) == 12  # 11 new trials and the dead one's retry
     assert backends.most <= 2, backends.most  # PgBouncer's pool, however many clients
-    assert took < 3 * GRACE_S, f"claims stalled: {took:.1f} s, slowest claim {max(slowest):.1f} s"
-
-
-# A worker's claim that stops itself right after counting, inside the lock, and says what it got once
-# woken (as in test_frozen_lock.py, here through PgBouncer).
-FROZEN_CLAIM = textwrap.dedent(
-    """
-    import os, signal, sys
-    import storage
-    from search.coordination import Coordinator
-
-    counted = storage.count_trials_and_attr
-    def count_then_freeze(*args, **kwargs):
-        result = counted(*args, **kwargs)
-        if not os.environ.get("THAWED"):
-            os.environ["THAWED"] = "1"
-            print("frozen", flush=True)
-            os.kill(os.getpid(), signal.SIGSTOP)
-        return result
-    storage.count_trials_and_attr = count_then_freeze
-
-    coordinator = Coordinator(sys.argv[1], sys.argv[2])
-    study = coordinator.load()
-    trial, counts = coordinator.claim(study)
-    print("claimed", None if trial is None else trial.number, flush=True)
-    """
-)
+    assert took < 3 * LOCK_GRACE_S, f"claims stalled: {took:.1f} s, slowest claim {max(slowest):.1f} s"
 
 
 def test_a_worker_frozen_inside_the_lock_behind_pgbouncer_is_fenced_off(pg_url, pgbouncers):
@@ -148,12 +117,11 @@ def test_a_worker_frozen_inside_the_lock_behind_pgbouncer_is_fenced_off(pg_url, 
     client with it, the live worker spends the budget, and the woken one writes nothing."""
     bouncer = pgbouncers(2)
     url = bouncer.url(pg_url)
-    coordinator, study = _study(url, "frozen", trials=2)
+    coordinator, study = sleep_study_coordinator(url, "frozen", trials=2)
     child = subprocess.Popen([sys.executable, "-c", FROZEN_CLAIM, url, "frozen"], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        wait_for(lambda: Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", 60,
-                 "the claim to freeze inside the lock")  # fmt: skip
+        wait_for(lambda: stopped(child.pid), 60, "the claim to freeze inside the lock")
         started = time.monotonic()
         claimed = [coordinator.claim(study)[0] for _ in range(3)]
         waited = time.monotonic() - started
@@ -161,7 +129,7 @@ def test_a_worker_frozen_inside_the_lock_behind_pgbouncer_is_fenced_off(pg_url, 
         os.kill(child.pid, signal.SIGCONT)
         out, err = child.communicate(timeout=120)
     assert [None if t is None else t.number for t in claimed] == [0, 1, None]
-    assert waited < GRACE_S + 20, waited
+    assert waited < LOCK_GRACE_S + 20, waited
     assert child.returncode == 0, err
     assert out.splitlines() == ["frozen", "claimed None"], err
     assert [t.number for t in study.get_trials(deepcopy=False)] == [0, 1]

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from search_helpers import FAST, SLEEP_STUDY, StudyWatch, assert_exact_budget, spawn, stop, wait_for
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, start_losing_a_worker
 
 GRID = ["--sampler", "grid", "--grid", "x=-1,0,1", "--grid", "lr=0.01,0.1"]
 POINTS = {(x, lr) for x, lr in itertools.product([-1.0, 0.0, 1.0], [0.01, 0.1])}
@@ -127,20 +127,9 @@ def test_bad_grid_input_is_one_line_and_creates_nothing(search_main, monkeypatch
 def test_a_killed_workers_point_runs_again_once(pg_url, tmp_path):
     """A worker SIGKILLed mid-trial: its trial is reaped, its retry runs the same point (on the
     fresh local worker or the other one), and every point ends complete exactly once."""
-    import psutil
-
-    start = spawn(["start", "--study", str(SLEEP_STUDY), "--name", "grid", "--workers", "2", *FAST, *GRID,
-                   "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5", "--storage", pg_url],
-                  tmp_path, tmp_path / "start.log")  # fmt: skip
-    try:
-        watch = StudyWatch(pg_url, "grid")
-        running = wait_for(lambda: watch.running_at(1), 120, "a trial to reach epoch 1")
-        pid = int(running.user_attrs["worker"].split(":")[1])
-        [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
-        victim.kill()
-        assert start.wait(timeout=240) == 0, (tmp_path / "start.log").read_text()
-    finally:
-        stop(start)
+    running, watch = start_losing_a_worker(["--study", str(SLEEP_STUDY), "--workers", "2", *FAST, *GRID,
+                                            "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"],
+                                           pg_url, "grid", tmp_path)  # fmt: skip
     trials = watch.trials()
     assert_exact_budget(trials, 6)
     [retry] = [t for t in trials if t.system_attrs.get("failed_trial") == running.number]

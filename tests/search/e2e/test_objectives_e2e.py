@@ -4,6 +4,7 @@ values and feasibility, the Pareto front `search best` lists, and a resume that 
 The training-free sleep study (``benchmarks/studies/sleep_study.py``): its loss is the squared
 distance of a weight from 0.3, starting at ``x``; its final metrics are ``train_loss``, ``val_loss``
 and ``val_rmse``. Two known configurations come first: one that misses ``val_rmse<=1``, one that meets it.
+A second search, on SQLite and PostgreSQL, loses a worker to SIGKILL in the middle of a trial.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from search_helpers import SLEEP_STUDY
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, start_losing_a_worker
 
 from search.settings import Candidate, pareto_front
 
@@ -69,3 +70,40 @@ def test_two_objectives_and_a_constraint_with_two_workers(cli, warm_cli, tmp_pat
     assert again.returncode == 2 and again.stderr.count("\n") == 1
     assert "--objective val_loss:min differs from the study's stored objectives val_loss:min train_loss:min" in (
         again.stderr)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_killed_worker_costs_a_multi_objective_study_nothing(study_url, warm_cli, tmp_path):
+    """A worker SIGKILLed mid-trial: the dead trial is reaped and retried, every requested trial
+    finishes once with both values and its feasibility, and `search best` lists the Pareto front.
+    Its epochs' values reach the database with the last epoch's checkpoint, so it dies after its
+    last epoch and the retry resumes with nothing to train: its final metrics are the checkpoint's."""
+    (tmp_path / "known.json").write_text(json.dumps(KNOWN))  # a feasible trial, whichever one dies
+    running, watch = start_losing_a_worker(
+        ["--study", str(SLEEP_STUDY), "--trials", "4", "--workers", "2", *FAST, "--objective", "val_loss:min",
+         "--objective", "latency_ms:min", "--constraint", "val_rmse<=1", "--enqueue", "known.json",
+         "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"], study_url, "mo", tmp_path,
+    )  # fmt: skip
+    trials = watch.trials()
+    assert_exact_budget(trials, 4)  # none left RUNNING, none finished twice
+    assert watch.trial(running.number).state.name == "FAIL"
+    [retry] = [t for t in trials if t.system_attrs.get("failed_trial") == running.number]
+    assert retry.params == running.params
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 4  # requested = finished
+    for trial in complete:
+        final = trial.user_attrs["final_metrics"]
+        assert len(trial.values) == 2 and trial.values[1] == final["latency_ms"]
+        assert trial.constraints == pytest.approx({"val_rmse<=1": final["val_rmse"] - 1})
+        assert trial.user_attrs["feasible"] is (final["val_rmse"] <= 1)
+
+    best = json.loads(warm_cli("best", "--name", "mo", "--storage", study_url, "--json", cwd=tmp_path,
+                               check=True).stdout)  # fmt: skip
+    found = [Candidate(t.number, tuple(t.values), t.user_attrs["feasible"]) for t in complete]
+    front = [c.number for c in pareto_front(found, [False, False])]
+    assert front and [p["trial"] for p in best["pareto_front"]] == front
+    import optuna
+
+    optuna_front = optuna.load_study(study_name="mo", storage=watch.storage).best_trials
+    assert sorted(t.number for t in optuna_front) == front  # Optuna's own front of feasible trials agrees
+    assert [p["trial"] for p in best["pareto_front"] if p["champion"]] == [best["trial"]]

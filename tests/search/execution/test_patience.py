@@ -120,3 +120,57 @@ def test_a_study_stored_before_patience_existed_keeps_searching_without_it():
     del data["settings"]["patience"]
     assert StudyRecord.from_json(json.dumps(data)).settings.patience == "off"
     assert StudyRecord.from_json(record.to_json()).settings.patience == record.settings.patience
+
+
+@pytest.mark.parametrize(
+    ("spec", "stored", "spare"),
+    [("auto", "auto", 0.0), ("auto:spare=0.25", "auto:spare=0.25", 0.25), (" 5:SPARE=1 ", "5:spare=1", 1.0),
+     ("3", "3", 0.0), ("off", "off", 0.0)],
+)  # fmt: skip
+def test_patience_spares_a_top_fraction_when_asked(spec, stored, spare):
+    from search.settings import parse_patience, patience_spare, resolve_patience
+
+    assert parse_patience(spec) == stored
+    assert patience_spare(stored) == spare
+    assert resolve_patience(stored, 20) == resolve_patience(stored.partition(":")[0], 20)
+
+
+@pytest.mark.parametrize("spec", ["auto:spare=0", "auto:spare=1.5", "auto:keep=0.2", "off:spare=0.2", "auto:spare="])
+def test_a_bad_spare_is_refused(spec):
+    from search.exceptions import SearchError
+    from search.settings import parse_patience
+
+    with pytest.raises(SearchError, match="--patience"):
+        parse_patience(spec)
+
+
+@pytest.mark.parametrize(
+    ("spare", "own_best", "stops"),
+    [(0.0, 0.5, True), (0.5, 0.5, False), (0.5, 0.65, True), (0.25, 0.5, True), (1.0, 0.9, False), (1.0, 0.95, True)],
+)
+def test_a_stalled_trial_in_contention_goes_on(tmp_path, spare, own_best, stops):
+    """Complete trials' bests 0.3, 0.6, 0.7, 0.9 (one of them only as its best epoch, its value
+    being its last): with spare 0.5 a stalled trial whose best is 0.5 (in the top half) goes on,
+    0.65 (outside it) ends; with spare 0.25 only a trial at least as good as 0.3 would go on."""
+    import optuna
+
+    import storage
+    from search.execution._pruning import PruningHook
+
+    url = storage.sqlite_url(tmp_path / "optuna.db")
+    study = optuna.create_study(storage=url, pruner=optuna.pruners.NopPruner())
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    for best, last in [(0.3, 0.3), (0.6, 0.8), (0.7, 0.7), (0.9, 0.9)]:
+        study.add_trial(optuna.trial.create_trial(params={"x": 0.1}, distributions=dist, value=last,
+                                                  intermediate_values={1: 1.0, 2: best, 3: last}))  # fmt: skip
+    state = optuna.trial.TrialState
+    study.add_trial(optuna.trial.create_trial(params={"x": 0.1}, distributions=dist, state=state.PRUNED,
+                                              intermediate_values={1: 0.01}))  # fmt: skip  # not complete: not counted
+    study.add_trial(optuna.trial.create_trial(state=state.RUNNING, params={"x": 0.5}, distributions=dist,
+                                              intermediate_values={1: 1.0, 2: own_best}))  # fmt: skip
+    trial = optuna.trial.Trial(study, study.get_trials()[-1]._trial_id)
+    trials = storage.StudyTrials(optuna.storages.RDBStorage(url), study._study_id)
+    hook = PruningHook(trial, "val_loss", trials, patience=2, spare=spare)
+    assert hook(3, {"val_loss": own_best + 0.01}) is False  # one epoch without improvement
+    assert hook(4, {"val_loss": own_best + 0.02}) is stops
+    assert hook.stopped_epoch == (4 if stops else None)

@@ -23,7 +23,7 @@ FAKE_PASSWORD = "hunter2-secret"
 
 @contextmanager
 def _serving(url: str, name: str) -> Iterator[tuple[int, str]]:
-    server, page = dashboard_server(url, name, "127.0.0.1", 0)
+    server, page, _ = dashboard_server(url, name, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server.server_port, page

@@ -27,6 +27,7 @@ def test_a_sample_keeps_every_improvement_the_best_and_the_running():
     flipped = choose([(t, n, s, None if v is None else -v) for t, n, s, v in objectives], True, 500, 20)
     assert flipped == ids  # maximizing the negated values picks the same
     assert choose(objectives[:300], False, limit=500) == list(range(300))  # a small study: every trial
+    assert len(choose(objectives[:504], False, limit=500, best=20)) == 500  # just past the limit: the limit
 
 
 def test_curves_keep_their_ends_and_at_most_the_points_asked():
@@ -39,9 +40,10 @@ def test_a_report_past_the_limit_draws_a_sample_and_counts_every_failure(sqlite_
     monkeypatch.setattr(_report_draw, "REPORT_TRIALS", 4)  # the demo's 7 trials are "large"
     monkeypatch.setattr(_report_draw, "BEST_DRAWN", 1)
     sections = {s.key: s for s in build_sections(Coordinator(sqlite_demo.url, sqlite_demo.name))}
-    # drawn: trials 0 and 2 (the best so far, in turn) and 6 (running); not the failed trial 3
-    assert sections["curves"].note.startswith("val_loss after each epoch. Of 3 trials: 2 complete")
-    assert all("Drawn from 3 of the study's 7 trials" in s.note for s in sections.values() if s.figure is not None)
+    # drawn: trials 0 and 2 (the best so far, in turn), 6 (running) and the first of the rest, 1 (pruned);
+    # not the failed trial 3
+    assert sections["curves"].note.startswith("val_loss after each epoch. Of 4 trials: 2 complete after all 4 search epochs (blue); 1 pruned")
+    assert all("Drawn from 4 of the study's 7 trials" in s.note for s in sections.values() if s.figure is not None)
     assert sections["failures"].note == "1 × diverged at epoch 1"  # counted over every trial
     history = sections["history"].figure
     assert list(history.data[0].x) == [0, 2] and list(history.data[1].y) == [0.5, 0.4]

@@ -1,16 +1,10 @@
 """A portable champion: ONNX and TorchScript files checked against PyTorch, logged, and written by `search export`;
-its int8 copy (`--quantize int8`), and the champion behind MLflow's model server (`search serve`)."""
+and its int8 copy (`--quantize int8`), on the embedded SQLite stores and on PostgreSQL ones (conftest.py).
+The champion behind MLflow's model server (`search serve`) is test_serve.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -21,28 +15,11 @@ from torch import nn
 ORT = pytest.importorskip("onnxruntime")
 
 
-def _champion_predict(tmp_path: Path, rows: np.ndarray) -> np.ndarray:
-    """The registered PyTorch model's outputs, as MLflow serves it."""
-    import mlflow
-
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / '.search' / 'mlflow.db'}")
-    mlflow.set_registry_uri(f"sqlite:///{tmp_path / '.search' / 'mlflow.db'}")
-    return np.asarray(mlflow.pyfunc.load_model("models:/resmlp@champion").predict(rows))
-
-
-@pytest.fixture(scope="module")
-def resmlp_champion(tmp_path_factory, cli):
-    cwd = tmp_path_factory.mktemp("export")
-    cli("start", "--study", "resmlp", "--trials", "1", "--workers", "1", "--study-option", "search_epochs=1",
-            "--study-option", "full_epochs=2", cwd=cwd, check=True)  # fmt: skip
-    return cwd
-
-
 @pytest.mark.slow
 def test_the_retrain_logs_checked_onnx_and_torchscript_files(resmlp_champion):
     from mlflow import MlflowClient
 
-    uri = f"sqlite:///{resmlp_champion / '.search' / 'mlflow.db'}"
+    uri = resmlp_champion.tracking_uri
     client = MlflowClient(uri, uri)  # the registry too: never a URI another test left behind
     version = client.get_model_version_by_alias("resmlp", "champion")
     run = client.get_run(version.run_id)
@@ -63,7 +40,7 @@ def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resml
     import mlflow
     import pandas
 
-    uri = f"sqlite:///{resmlp_champion / '.search' / 'mlflow.db'}"
+    uri = resmlp_champion.tracking_uri
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     try:
@@ -84,25 +61,26 @@ def test_the_champion_lists_its_requirements_without_mlflow_inferring_them(resml
 def test_search_export_writes_files_that_run_without_this_project(resmlp_champion, warm_cli):
     from sklearn.datasets import load_digits
 
-    proc = warm_cli("export", "--study", "resmlp", cwd=resmlp_champion, check=True)
+    project = resmlp_champion.project
+    proc = warm_cli("export", "--study", "resmlp", cwd=project, check=True)
     assert "wrote resmlp-v1.onnx" in proc.stdout
-    warm_cli("export", "--study", "resmlp", "--format", "torchscript", "-o", "m.pt", cwd=resmlp_champion, check=True)
+    warm_cli("export", "--study", "resmlp", "--format", "torchscript", "-o", "m.pt", cwd=project, check=True)
 
     rows, _ = load_digits(return_X_y=True)
     rows = rows[:300].astype("float32")  # raw pixel rows: the preprocessing is inside the file
-    expected = _champion_predict(resmlp_champion, rows)
-    session = ORT.InferenceSession(str(resmlp_champion / "resmlp-v1.onnx"), providers=["CPUExecutionProvider"])
+    expected = resmlp_champion.predict(rows)
+    session = ORT.InferenceSession(str(project / "resmlp-v1.onnx"), providers=["CPUExecutionProvider"])
     for batch in (1, 7, 300):  # the batch dimension is dynamic
         got = session.run(None, {session.get_inputs()[0].name: rows[:batch]})[0]
         np.testing.assert_allclose(got, expected[:batch], rtol=1e-4, atol=1e-4)
-    scripted = torch.jit.load(str(resmlp_champion / "m.pt"))
+    scripted = torch.jit.load(str(project / "m.pt"))
     with torch.no_grad():
         np.testing.assert_allclose(scripted(torch.as_tensor(rows)).numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow
 def test_export_of_a_missing_version_is_one_line(resmlp_champion, warm_cli):
-    proc = warm_cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion)
+    proc = warm_cli("export", "--study", "resmlp", "--version", "7", cwd=resmlp_champion.project)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: registered model 'resmlp' has no version 7; run `search retrain`"
 
@@ -129,43 +107,45 @@ def _test_split():
 
 
 @pytest.mark.slow
-def test_export_quantize_reports_sizes_and_metrics_and_writes_an_int8_file_that_predicts(resmlp_champion, warm_cli):
+def test_export_quantize_reports_sizes_and_metrics_and_writes_an_int8_file_that_predicts(champion, warm_cli):
     from search.tracking._quantize import onnx_session, score
 
+    project = champion.project
     proc = warm_cli("export", "--study", "resmlp", "--quantize", "int8", "--quantize-tolerance", "1",
-                    "-o", "q/m.onnx", cwd=resmlp_champion, check=True)  # fmt: skip
-    float_file, int8_file = resmlp_champion / "q" / "m.onnx", resmlp_champion / "q" / "m.int8.onnx"
-    assert f"wrote {int8_file.relative_to(resmlp_champion)}" in proc.stdout
+                    "-o", "q/m.onnx", *champion.flags, cwd=project, check=True)  # fmt: skip
+    float_file, int8_file = project / "q" / "m.onnx", project / "q" / "m.int8.onnx"
+    assert f"wrote {int8_file.relative_to(project)}" in proc.stdout
     reported = _reported(proc.stdout)
     for label, path in (("float32", float_file), ("int8", int8_file)):  # sizes to the printed precision
         assert reported[label]["bytes"] == pytest.approx(path.stat().st_size, rel=0.01)
     assert int8_file.stat().st_size < float_file.stat().st_size / 2
 
     rows, targets, task = _test_split()  # the split the champion was tested on: its float metric agrees
-    registered = _champion_run(resmlp_champion).data.metrics["test_loss"]
+    registered = champion.run().data.metrics["test_loss"]
     assert reported["float32"]["test_loss"] == pytest.approx(registered, abs=1e-3)
     session = onnx_session(int8_file)  # the int8 file loads, predicts, and its metrics are the ones printed
     outputs = session.run(None, {"input": rows})[0]
     for name, value in score(outputs, targets, task).items():
         assert reported["int8"][name] == pytest.approx(value, abs=1e-4)
-    expected = _champion_predict(resmlp_champion, rows)
+    expected = champion.predict(rows)
     assert outputs.shape == expected.shape and not np.array_equal(outputs, expected)  # int8, not a float copy
     assert (outputs.argmax(1) == expected.argmax(1)).mean() >= 0.9
 
 
 @pytest.mark.slow
 def test_export_quantize_refuses_int8_past_the_tolerance_and_writes_no_int8_file(resmlp_champion, warm_cli):
-    (resmlp_champion / "r").mkdir(exist_ok=True)
-    (resmlp_champion / "r" / "m.int8.onnx").write_bytes(b"an earlier run's int8 file")  # of another float file
+    project = resmlp_champion.project
+    (project / "r").mkdir(exist_ok=True)
+    (project / "r" / "m.int8.onnx").write_bytes(b"an earlier run's int8 file")  # of another float file
     proc = warm_cli("export", "--study", "resmlp", "--quantize", "int8", "--quantize-tolerance", "-1",
-                    "-o", "r/m.onnx", cwd=resmlp_champion)  # fmt: skip
+                    "-o", "r/m.onnx", cwd=project)  # fmt: skip
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()  # -1: int8 must beat float by 100%, which no loss can
     assert line.startswith("error: int8 test_loss ") and "tolerance -100.00%: int8 refused" in line
     assert set(_reported(proc.stdout)) == {"float32", "int8"}  # measured, and shown
-    assert (resmlp_champion / "r" / "m.onnx").stat().st_size > 0  # the float export stands
-    assert not (resmlp_champion / "r" / "m.int8.onnx").exists()  # nor is a stale one left beside it
-    proc = warm_cli("export", "--study", "resmlp", "--format", "torchscript", "--quantize", "int8", cwd=resmlp_champion)
+    assert (project / "r" / "m.onnx").stat().st_size > 0  # the float export stands
+    assert not (project / "r" / "m.int8.onnx").exists()  # nor is a stale one left beside it
+    proc = warm_cli("export", "--study", "resmlp", "--format", "torchscript", "--quantize", "int8", cwd=project)
     assert proc.returncode == 2 and "leave out --format torchscript" in proc.stderr
 
 
@@ -183,65 +163,6 @@ def test_the_tolerance_is_relative_to_the_float_metric_in_the_study_direction():
 
     assert report(0.504, 0.01).accepted and not report(0.506, 0.01).accepted
     assert not report(float("nan"), 0.01).accepted
-
-
-def _champion_run(project: Path):
-    from mlflow import MlflowClient
-
-    uri = f"sqlite:///{project / '.search' / 'mlflow.db'}"
-    client = MlflowClient(uri, uri)
-    return client.get_run(client.get_model_version_by_alias("resmlp", "champion").run_id)
-
-
-@pytest.mark.slow
-def test_search_serve_answers_an_http_request_with_the_champions_prediction(resmlp_champion):
-    from sklearn.datasets import load_digits
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEARCH_", "MLFLOW_TRACKING", "MLFLOW_REGISTRY"))}
-    proc = subprocess.Popen([sys.executable, "-m", "search", "serve", "--study", "resmlp", "--port", str(port)],
-                            cwd=resmlp_champion, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    rows = load_digits(return_X_y=True)[0][:5].astype("float32")  # raw pixel rows
-    try:
-        deadline = time.monotonic() + 180
-        while not _answers(f"{url}/ping"):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no /ping within 180 s"
-            time.sleep(0.5)
-        request = urllib.request.Request(f"{url}/invocations", json.dumps({"inputs": rows.tolist()}).encode(),
-                                         {"Content-Type": "application/json"})  # fmt: skip
-        with urllib.request.urlopen(request, timeout=30) as response:
-            served = np.asarray(json.loads(response.read())["predictions"])
-    finally:
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
-        out, err = proc.communicate(timeout=60)
-    np.testing.assert_allclose(served, _champion_predict(resmlp_champion, rows), rtol=1e-5, atol=1e-5)
-    assert proc.returncode == 0, err
-    assert f"serving models:/resmlp/1 (champion of study 'resmlp') at {url}" in out
-    example = json.loads(out.split(" -d '", 1)[1].split("'", 1)[0])  # the curl line's body: a real row
-    assert np.asarray(example["inputs"]).shape == (1, 64)
-    assert not _answers(f"{url}/ping")  # the server went with it
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def test_serve_without_a_champion_or_study_is_one_line(sqlite_demo, warm_cli, tmp_path):
-    proc = warm_cli("serve", *sqlite_demo.flags(), cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: study 'demo' has no registered champion to serve; "
-                                   "`search retrain` registers one")  # fmt: skip
-    proc = warm_cli("serve", "--name", "nosuch", "--project-dir", str(sqlite_demo.project_dir), cwd=tmp_path)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "nosuch" in proc.stderr
 
 
 def _study_module(name: str, options: dict[str, object]):
