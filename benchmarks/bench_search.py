@@ -15,6 +15,8 @@ Two modes, one report (and a third reading of the simulator):
   ``--pause-cost`` epochs (0.05) of the pausing worker's time, a resumption ``--resume-cost`` (0.1).
 * ``speedup``: the same simulator, read as issue 48's wall-clock target (``speedup.py``): per task
   and seed, how much sooner W workers reach the one-worker script's final best than the script did.
+* ``kfold``: issue 49's k-fold row (``kfold.py``): the real ``search start`` with ``folds=K`` against
+  one validation split at an equal epoch budget, paired per seed on the champion's test metrics.
 
 Printed per problem and worker count: the final best value at an equal trial budget (median and
 range over seeds, and its ratio to the script's), and the epochs and wall time each strategy
@@ -24,6 +26,7 @@ the rank correlation of each epoch's values with the final values, and the raw t
 
   python benchmarks/bench_search.py simulate --tasks 3945,34539,146212,189906 --workers 1,8,32 --seeds 5
   python benchmarks/bench_search.py speedup --tasks 167168,168868,189909 --workers 8,32 --seeds 5 --jobs 2
+  python benchmarks/bench_search.py kfold --problem synthetic --rows 400 --folds 3 --trials 6 --seeds 5
   python benchmarks/bench_search.py service --problem resmlp-digits --workers 2 --trials 40 --seeds 5
   python benchmarks/bench_search.py service --problem lcbench:3945 --workers 8 --trials 200 --seeds 5 \\
       --storage-admin postgresql+psycopg2://root@127.0.0.1:5432/test
@@ -52,6 +55,7 @@ ROOT = HERE.parent
 # The checkout first, so `studies` is the package and not benchmarks/studies; then search_sim and lcbench.
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+import kfold  # noqa: E402
 import speedup  # noqa: E402
 from dehb_baseline import dehb_search  # noqa: E402
 from search_sim import (  # noqa: E402
@@ -634,6 +638,9 @@ def main() -> None:
                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     speedup.add_arguments(fast)
     fast.add_argument("--out", type=Path, help="folder for table.txt and traces.json")
+    fold = sub.add_parser("kfold", help="folds=K against one split at equal epochs, on the champion's test split",
+                          description=kfold.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    kfold.add_arguments(fold)
     service = sub.add_parser("service", help="the real `search start` on a study")
     service.add_argument("--problem", default="resmlp-digits")
     service.add_argument("--workers", default="2")
@@ -660,6 +667,9 @@ def main() -> None:
         return
     if args.mode == "speedup":
         speedup_main(parser, args)
+        return
+    if args.mode == "kfold":
+        kfold.main(args)
         return
     traces = run_simulated(args) if args.mode == "simulate" else run_service(args)
     text = report(traces, args.trials, surrogate=args.mode == "simulate")

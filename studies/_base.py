@@ -81,6 +81,14 @@ def as_bool(option: str, value: bool | str) -> bool:
 
 
 @dataclass(frozen=True)
+class Fold:
+    """One fold of k-fold cross-validation: train on the other folds' rows, validate on this one's."""
+
+    train: TrainData
+    val: TrainData
+
+
+@dataclass(frozen=True)
 class StudyData:
     """Everything a worker loads once and reuses for all of its trials."""
 
@@ -101,6 +109,10 @@ class StudyData:
     class_names: list[str] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
     """Shape facts the model needs (``n_features``, ``n_classes``, ``vocab_size`` ...)."""
+    folds: tuple[Fold, ...] = ()
+    """K-fold cross-validation (K >= 2), else empty: a search trial fits each fold and its value is
+    the mean of theirs. ``train`` then holds every fold's rows (the final model trains on them all)
+    and ``val`` is the same rows: nothing is held out but ``test``."""
 
 
 @runtime_checkable

@@ -19,7 +19,8 @@ from torch import nn
 
 from studies._base import StudyData
 from studies._errors import DataError
-from trainer import Classification, TensorData
+from studies._folds import check_folds, fold_indices, make_folds, tensors
+from trainer import Classification
 
 SPLIT_FRACTIONS = (0.70, 0.15, 0.15)
 """Train / validation / test fractions of every class."""
@@ -179,10 +180,11 @@ def split_indices(y: np.ndarray, class_names: list[str], seed: int) -> tuple[np.
     return tuple(np.sort(np.concatenate(part)) for part in parts)
 
 
-def tabular_study_data(table: Table, seed: int = 0) -> StudyData:
-    """Split ``table``, standardize with training statistics and wrap everything for the trainer."""
+def tabular_study_data(table: Table, seed: int = 0, folds: int = 1) -> StudyData:
+    """Split ``table``, standardize with training statistics and wrap everything for the trainer;
+    ``folds`` above 1 deals the rows outside the test split into that many folds (``studies._folds``)."""
     info = {"n_features": table.x.shape[1], "feature_names": list(table.feature_names), "source": table.source}
-    return classification_study_data(table.x, table.y, table.class_names, Standardize.fit, seed, info)
+    return classification_study_data(table.x, table.y, table.class_names, Standardize.fit, seed, info, folds=folds)
 
 
 def classification_study_data(
@@ -192,28 +194,38 @@ def classification_study_data(
     fit_preprocess: Callable[[np.ndarray], nn.Module],
     seed: int,
     info: dict[str, Any],
+    *,
+    folds: int = 1,
 ) -> StudyData:
     """Split rows stratified by class, fit the preprocessing on the training rows only and wrap
-    every split for the trainer (preprocessed once, here). ``info`` gets the class and split sizes."""
+    every split for the trainer (preprocessed once, here). ``info`` gets the class and split sizes.
+
+    With ``folds`` above 1 the test split is the same; the training and validation rows together
+    are what the final model trains on (``train``, and ``val`` too: nothing else is left), and
+    ``StudyData.folds`` deals them into that many stratified folds for the search."""
     train_idx, val_idx, test_idx = split_indices(y, class_names, seed)
+    parts: list[np.ndarray] = []
+    if check_folds(folds) > 1:
+        train_idx = np.sort(np.concatenate([train_idx, val_idx]))
+        parts = fold_indices(train_idx, y, class_names, folds, seed)
+        val_idx = train_idx
     preprocess = fit_preprocess(x[train_idx])
-
-    def tensors(indices: np.ndarray) -> TensorData:
-        with torch.no_grad():
-            inputs = preprocess(torch.from_numpy(x[indices]))
-        return TensorData(inputs.contiguous(), torch.from_numpy(y[indices]))
-
-    sizes = {"n_classes": len(class_names), "n_train": len(train_idx), "n_val": len(val_idx), "n_test": len(test_idx)}
+    sizes: dict[str, Any] = {"n_classes": len(class_names), "n_train": len(train_idx), "n_val": len(val_idx),
+                             "n_test": len(test_idx)}  # fmt: skip
+    if parts:
+        sizes |= {"folds": folds, "n_fold_val": [len(p) for p in parts]}
+    train = tensors(x, y, train_idx, preprocess)
     return StudyData(
-        train=tensors(train_idx),
-        val=tensors(val_idx),
-        test=tensors(test_idx),
+        train=train,
+        val=train if parts else tensors(x, y, val_idx, preprocess),
+        test=tensors(x, y, test_idx, preprocess),
         task=Classification(len(class_names)),
         preprocess=preprocess,
         raw_example=x[train_idx[:5]].copy(),
         raw_test=x[test_idx].copy(),
         class_names=list(class_names),
         info={**info, **sizes},
+        folds=make_folds(x, y, parts, fit_preprocess),
     )
 
 

@@ -51,6 +51,34 @@ def with_objectives(record: StudyRecord, opts: StartOptions) -> StudyRecord:
     return replace(record, settings=settings, objectives=stored, constraints=constraints)
 
 
+FOLD_PRUNERS = ("wilcoxon", "none")
+"""The pruners that compare whole folds (a k-fold trial reports one value per fold, not per epoch)."""
+
+
+def with_folds(record: StudyRecord, opts: StartOptions, folds: int) -> StudyRecord:
+    """``record`` with the pruner a study of ``folds`` folds gets: ``wilcoxon`` unless one was given
+    (a k-fold trial reports each fold's value at step = fold index); a pruner of per-epoch curves is
+    refused in one line, and so is ``wilcoxon`` without folds."""
+    settings = record.settings
+    name = settings.pruner.partition(":")[0].strip().lower()
+    if folds < 2:
+        if name == "wilcoxon":
+            raise SearchError("--pruner wilcoxon compares a trial's folds with the best trial's: it needs a study "
+                              "with folds (--study-option folds=K, K >= 2)")  # fmt: skip
+        return record
+    record = replace(record, folds=folds)
+    given = settings.pruner != _DEFAULT_PRUNER if opts.explicit is None else "pruner" in opts.explicit
+    # Kept when already one: "none" when other objectives than the study's own are searched, the
+    # stored one of a resumed study (wilcoxon:p=0.3 stays so).
+    if not given and name not in FOLD_PRUNERS:
+        return replace(record, settings=replace(settings, pruner="wilcoxon"))
+    if name not in FOLD_PRUNERS:
+        raise SearchError(f"--pruner {settings.pruner} prunes on per-epoch curves, and with folds={folds} a "
+                          f"trial reports one value per fold: use {' or '.join(FOLD_PRUNERS)} (wilcoxon, the "
+                          "default)")  # fmt: skip
+    return record
+
+
 def reconcile_objectives(opts: StartOptions, stored: StudyRecord) -> StartOptions:
     """On resume: objectives and constraints left out keep the stored ones; others are refused."""
     hint = "; drop the flag to resume, or give --name for a new study"

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
-    """The champion trial (value, params, epochs, final metrics with its deployment metrics, MLflow run)
+    """The champion trial (value, params, epochs, its folds' values in a k-fold study, final metrics with
+    its deployment metrics, MLflow run)
     as the study's ``--select`` picks it among trials that meet its constraints, the Pareto front of a
     multi-objective study, and the registered champion model (its deployment metrics re-measured at
     full scale), as ``search best --json`` prints them; one line if no trial qualifies."""
@@ -41,7 +42,7 @@ def best_trial(coordinator: Coordinator, loc: Locations) -> dict[str, Any]:
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in record.goals()],
         "constraints": record.constraints, "select": record.settings.select,
         "trial": top.number, "value": top.value, "values": top.values, "feasible": top.feasible,
-        "params": top.params, "epochs": top.epochs, "mlflow_run_id": top.mlflow_run_id,
+        "params": top.params, "epochs": top.epochs, "folds": top.folds, "mlflow_run_id": top.mlflow_run_id,
         "metrics": top.metrics, "latency_batch": record.settings.latency_batch,
         "pareto_front": [{"trial": c.number, "values": list(c.values), "params": rows[c.number].params,
                           "champion": c.number == top.number} for c in front],

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import storage
 from search.api._enqueue import check_configuration, enqueue
 from search.api._follow import NOBODY_S, follow_until_done
-from search.api._objectives import with_objectives
+from search.api._objectives import with_folds, with_objectives
 from search.api._open import check_reachable, locations
 from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
 from search.api._output import final_summary, watch_hints
@@ -82,7 +82,7 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     from studies import DataError
 
     try:
-        study.load_data()
+        data = study.load_data()
     except DataError:
         raise  # the study's own words, already one line
     except Exception as exc:  # noqa: BLE001 - the study's code: any error of its is bad input here
@@ -95,6 +95,7 @@ def prepare(opts: StartOptions) -> PreparedStudy:
         settings=settings, options=opts.study_options, space=record_space(study), narrow=opts.narrow,
     )  # fmt: skip
     record = with_objectives(record, opts)  # its pruner: none, unless it prunes on the study's own curve
+    record = with_folds(record, opts, len(getattr(data, "folds", ())))  # k-fold: wilcoxon, unless given
     parse_pruner(record.settings.pruner).check_study(study, record.space)  # e.g. pbt: the study's mutable parameters
     known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
                   for i, c in enumerate(opts.enqueue))  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from typing import Any
 
@@ -61,20 +62,22 @@ def trials(**kwargs: Any) -> None:
     elif as_csv:
         click.echo(rows_to_csv(rows), nl=False)
     else:
-        click.echo("\n".join(_table(rows)))
+        click.echo("\n".join(_table(rows, (record or coordinator.read_record()).folds)))
 
 
 _SHORT = (("accuracy", "acc"), ("perplexity", "ppl"))
 
 
-def _table(rows: list[Any]) -> list[str]:
+def _table(rows: list[Any], folds: int = 0) -> list[str]:
+    """The trials as a text table; a study of ``folds`` folds gets a column of the folds each trial
+    finished, with their spread (the value is their mean)."""
     from search.observation import duration, metric_names
 
     metrics = metric_names(rows)
     short = [_short_name(m) for m in metrics]
     feasible = any(r.feasible is not None for r in rows)  # a study with --constraint
-    header = ("#", "state", "value", *(("feasible",) if feasible else ()), *short, "epochs", "time", "worker",
-              "retry of", "params / reason")  # fmt: skip
+    header = ("#", "state", "value", *(("feasible",) if feasible else ()), *(("folds",) if folds else ()), *short,
+              "epochs", "time", "worker", "retry of", "params / reason")  # fmt: skip
     lines = [header]
     for r in rows:
         params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
@@ -94,13 +97,22 @@ def _table(rows: list[Any]) -> list[str]:
             epochs = "-"
         values = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
         value = "-" if r.values is None else "/".join(f"{v:.5g}" for v in r.values)  # several: one per objective
-        ok = (("-" if r.feasible is None else "yes" if r.feasible else "no"),) if feasible else ()
+        ok: tuple[str, ...] = (("-" if r.feasible is None else "yes" if r.feasible else "no"),) if feasible else ()
+        ok += (_folds_cell(r.folds, folds),) if folds else ()
         lines.append((str(r.number), state, value, *ok, *values, epochs,
                       "-" if r.duration_seconds is None else duration(r.duration_seconds), r.worker or "-",
                       "-" if r.retry_of is None else str(r.retry_of), detail))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
             for line in lines]  # fmt: skip
+
+
+def _folds_cell(values: list[float] | None, folds: int) -> str:
+    """``3/3 ±0.012``: the folds a trial finished of the study's, and their standard deviation."""
+    if not values:
+        return f"0/{folds}"
+    spread = f" ±{statistics.stdev(values):.2g}" if len(values) > 1 else ""
+    return f"{len(values)}/{folds}{spread}"
 
 
 def _short_name(metric: str) -> str:
@@ -134,6 +146,10 @@ def best(**kwargs: Any) -> None:
     else:
         click.echo(f"best trial {result['trial']} of {result['study']!r}: {result['metric']} {result['value']:.5g} "
                    f"({result['epochs']} epochs, MLflow run {result['mlflow_run_id']})")  # fmt: skip
+    if result["folds"]:  # k-fold: the value is the mean of these
+        folds = result["folds"]
+        spread = f" (mean {statistics.fmean(folds):.5g}, std {statistics.stdev(folds):.2g})" if len(folds) > 1 else ""
+        click.echo(f"  folds: {len(folds)}, {result['metric']} {', '.join(f'{v:.5g}' for v in folds)}{spread}")
     if result["constraints"]:
         click.echo(f"  meets {', '.join(result['constraints'])}")
     for key, value in result["params"].items():

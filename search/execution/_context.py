@@ -97,6 +97,10 @@ class WorkerContext:
     tensorboard_dir: Path | None = None
     """Where each trial also writes TensorBoard event files (``<dir>/<study>/trial-<n>``)."""
 
+    search_folds: tuple[TrainData, ...] = ()
+    """With k-fold data (``StudyData.folds``): each fold's training rows at the search fidelity's
+    data fraction, as ``search_train`` is of the training split."""
+
     pruner_trials: Any = None
     """The study's trials as this worker last read them (``storage.StudyTrials``): for its claims
     (the sampler's view) and its pruner; finished trials are read once."""

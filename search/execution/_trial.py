@@ -18,7 +18,9 @@ from search.execution._context import TrialOutcome, WorkerContext, group_shardin
 from search.execution._environment import environment_failure
 from search.execution._exploit import LINEAGE_ATTRS
 from search.execution._finish import finish_failed, finish_ok, finish_unstarted, requeue
+from search.execution._folds import fit_folds
 from search.execution._pruning import PruningHook
+from search.execution._refit import fit_or_start_over
 from search.execution._suggest import suggest_params
 from search.execution._watchdog import Progress, watchdog
 from search.settings import (
@@ -72,11 +74,15 @@ def run_trial(ctx: WorkerContext, trial: optuna.trial.Trial, claimed_at: float |
         outcome: TrialOutcome | None = None
         broken: str | None = None
         patience = resolve_patience(ctx.record.settings.patience, ctx.record.search_epochs)
-        hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=patience,
+        folds = bool(ctx.data.folds)  # k-fold: the hook reports folds, patience ends each fold's training
+        hook = PruningHook(trial, ctx.record.metric, ctx.pruner_trials, patience=0 if folds else patience,
                            maximize=ctx.record.direction == "maximize",
                            spare=patience_spare(ctx.record.settings.patience))  # fmt: skip
         try:
-            result, deployment = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
+            if folds:
+                result, deployment = fit_folds(ctx, trial, run, ckpt_dir, hook, progress or Progress(), board, patience)
+            else:
+                result, deployment = _fit(ctx, trial, run, ckpt_dir, hook, progress, board)
             outcome = finish_ok(ctx, trial, run, result, hook, started, deployment)
         except DatabaseUnavailableError:
             raise  # infrastructure, not the trial: the worker stops and the trial is retried elsewhere
@@ -163,23 +169,6 @@ def _close_board(board: Any, metric: str, outcome: TrialOutcome | None, valued: 
         board.close(status or "unknown", final)
     except Exception as exc:  # noqa: BLE001
         log.warning("could not finish the TensorBoard run of trial %s: %s", outcome and outcome.number, exc)
-
-
-def fit_or_start_over(fit: Any, config: Any, infra: Any, what: str) -> Any:
-    """``fit(config, infra)``, and when its checkpoints cannot be resumed here, ``fit`` from scratch.
-
-    A retry may land on a worker unlike the first attempt's: other GPUs (``precision=auto`` resolves
-    to another dtype), another group size or ``--sharding``. The trainer refuses such a checkpoint
-    rather than resume it wrongly; the trial then starts over, on every rank alike (each reads the
-    same checkpoint and gets the same refusal), with a fresh model.
-    """
-    import trainer
-
-    try:
-        return fit(config, infra)
-    except trainer.CheckpointError as exc:
-        log.warning("%s starts over: %s", what, exc)
-        return fit(config, infra.replace(resume=False))
 
 
 def _fit(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, ckpt_dir: Path, hook: PruningHook,

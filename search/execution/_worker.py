@@ -131,6 +131,7 @@ def connect(loc: Locations, study_name: str, worker_id: str, coordinator: Coordi
     coordinator.can_resume = lambda number: (study_dir(loc.checkpoint_root, study_name) / f"trial-{number}").is_dir()
     return WorkerContext(
         study=study, data=data, search_train=search_subset(data.train, fidelity.data_fraction, record.settings.seed),
+        search_folds=tuple(search_subset(f.train, fidelity.data_fraction, record.settings.seed) for f in data.folds),
         record=record, coordinator=coordinator, optuna_study=optuna_study, tracker=tracker,
         parent=parent,
         checkpoint_root=loc.checkpoint_root, worker_id=worker_id, tensorboard_dir=loc.tensorboard_dir,

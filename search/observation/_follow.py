@@ -77,10 +77,13 @@ def finished_line(row: TrialRow) -> str:
         # Freeze-thaw: a worker may resume it; population-based training: a copy of a better one goes on.
         paused = "PAUSED" if "paused_at" in row.extra else "REPLACED" if "exploited_at" in row.extra else "PRUNED"
         evicted = " (paused, its checkpoint evicted: asha:disk)" if "paused_evicted" in row.extra else ""
+        if row.folds is not None:  # k-fold: pruned after a fold (its value, at step = fold, was compared)
+            return f"trial {row.number} {paused} after {len(row.folds)} folds ({row.epochs} epochs){took}{where}"
         return f"trial {row.number} {paused} at epoch {row.epochs}{evicted}{took}{where}"
     if row.state == "COMPLETE":
         value = "" if row.value is None else f" {row.value:.5g}"
-        return f"trial {row.number} COMPLETE{value} after {row.epochs} epochs{took}{where}"
+        folds = "" if row.folds is None else f" (mean of {len(row.folds)} folds)"
+        return f"trial {row.number} COMPLETE{value}{folds} after {row.epochs} epochs{took}{where}"
     reason = (row.fail_reason or "no reason recorded").strip().splitlines() or [""]
     return f"trial {row.number} FAIL after {row.epochs} epochs{took}{where}: {reason[0][:160]}"
 

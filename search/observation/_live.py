@@ -73,13 +73,14 @@ def _pace(snap: Snapshot, elapsed: float) -> Text:
 
 def _running_table(snap: Snapshot) -> Table:
     table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
-    for name, justify in (("trial", "right"), ("worker", "left"), ("host", "left"), ("epoch", "right"),
+    done = "folds" if snap.folds else "epoch"  # k-fold: the folds a trial finished
+    for name, justify in (("trial", "right"), ("worker", "left"), ("host", "left"), (done, "right"),
                           ("running", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for trial in snap.running_trials[:MAX_ROWS]:
         # Text, not str: a worker id like ``host:1234:0`` is not markup or an :emoji: code.
-        cells = (str(trial.number), trial.worker or "?", trial.host or "?", f"{trial.epoch}/{snap.search_epochs}",
-                 duration(trial.seconds))  # fmt: skip
+        done = f"{trial.epoch}/{snap.folds or snap.search_epochs}"
+        cells = (str(trial.number), trial.worker or "?", trial.host or "?", done, duration(trial.seconds))
         table.add_row(*(Text(cell) for cell in cells))
     hidden = len(snap.running_trials) - MAX_ROWS
     if hidden > 0:

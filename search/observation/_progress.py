@@ -28,7 +28,7 @@ class RunningTrial:
     worker: str | None
     host: str | None
     epoch: int
-    """Last epoch the trial reported (0 before its first report)."""
+    """Last epoch the trial reported (0 before its first report); in a k-fold study, the folds it finished."""
     seconds: float
     """How long the trial has been running."""
 
@@ -63,6 +63,8 @@ class Snapshot:
     """Of the pruned: paused trials whose checkpoints went to keep within ``asha:disk``."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """A grid search's values per parameter (``--sampler grid``); empty for other samplers."""
+    folds: int = 0
+    """K-fold cross-validation: each trial's folds (its running trials' ``epoch`` counts folds); 0: one split."""
 
     @property
     def done(self) -> bool:
@@ -85,17 +87,17 @@ class Snapshot:
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
         grid = [f"  grid search: {describe_grid(self.grid)}; {self.waiting} queued"] if self.grid else []
-        return [self.line(), *grid, *(f"  {trial_line(t, self.search_epochs)}" for t in self.running_trials)]
+        running = (f"  {trial_line(t, self.search_epochs, self.folds)}" for t in self.running_trials)
+        return [self.line(), *grid, *running]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
 
-def trial_line(trial: RunningTrial, search_epochs: int) -> str:
-    return (
-        f"trial {trial.number} on {trial.host or '?'} ({trial.worker or '?'}), "
-        f"epoch {trial.epoch}/{search_epochs}, running {duration(trial.seconds)}"
-    )
+def trial_line(trial: RunningTrial, search_epochs: int, folds: int = 0) -> str:
+    done = f"{trial.epoch}/{folds} folds done" if folds else f"epoch {trial.epoch}/{search_epochs}"
+    where = f"{trial.host or '?'} ({trial.worker or '?'})"
+    return f"trial {trial.number} on {where}, {done}, running {duration(trial.seconds)}"
 
 
 def duration(seconds: float) -> str:
@@ -139,7 +141,8 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
     now = time.time()
     running = [
         RunningTrial(t.number, t.user_attrs.get("worker"), t.user_attrs.get("host"),
-                     int(max(t.intermediate_values, default=0)), now - _stamp(t.datetime_start, now))
+                     len(t.intermediate_values) if record.folds else int(max(t.intermediate_values, default=0)),
+                     now - _stamp(t.datetime_start, now))
         for t in seen.running
     ]  # fmt: skip
     return Snapshot(
@@ -151,7 +154,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_value=None if best is None else best.values[0],
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
-        recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid,
+        recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid, folds=record.folds,
     )  # fmt: skip
 
 

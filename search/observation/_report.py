@@ -88,13 +88,15 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
     else:
         history = history_figure(trials, goal.maximize, metric)
     curves = learning_curves(trials, record)
+    per_trial = record.search_epochs * max(1, record.folds)  # k-fold: each fold's epochs
     sections = [
         Section("history", "Optimization history",
                 f"Each dot is a complete trial's {metric}; the line is the best value so far."
                 + _log_scale(history, [t.values[0] for t in trials if t.state.name == "COMPLETE" and t.values]),
                 history),
         Section("curves", "Learning curves",
-                f"{metric} after each epoch. {outcomes_note(trials, record.search_epochs, record.settings.pruner)}"
+                f"{metric} after each {'fold (its best epoch)' if record.folds else 'epoch'}. "
+                f"{outcomes_note(trials, per_trial, record.settings.pruner)}"
                 + _log_scale(curves, [v for t in trials for v in t.intermediate_values.values()]),
                 curves),
         *filter(None, [lineage_section(trials, record), pareto_section(trials, record)]),
@@ -103,8 +105,7 @@ def build_sections(coordinator: Coordinator, loc: Locations | None = None) -> li
                 vis.plot_parallel_coordinate(study, target=target, target_name=metric)),
         importance_section(study, metric, _ranked(record) if target else None),
         tables.slice_section(study, metric, complete, target, _ranked(record) if target else None),
-        savings_section(trials, record.search_epochs, record.settings.pruner,
-                        tables.seconds_saved(rows, record.search_epochs)),
+        savings_section(trials, per_trial, record.settings.pruner, tables.seconds_saved(rows, per_trial)),
         Section("failures", "Why trials failed", tables.failures_note(reasons), html=tables.failures_table(reasons)),
         Section("timeline", "Trials per worker",
                 "When each worker ran which trial (the number on the bar), coloured by how the trial ended.",
@@ -133,6 +134,7 @@ def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
 
     fig = go.Figure()
     shown: set[str] = set()
+    step = "fold" if record.folds else "epoch"
     for trial in trials:
         steps = curve_steps(sorted(trial.intermediate_values))
         if not steps:
@@ -146,12 +148,14 @@ def learning_curves(trials: list[FrozenTrial], record: StudyRecord) -> Figure:
             x=steps, y=values, mode="lines+markers", name=state.lower(), legendgroup=state,
             showlegend=state not in shown, line={"color": STATE_COLORS.get(state, "#999999"), "width": 1.5},
             marker={"symbol": symbols, "size": [6] * (len(steps) - 1) + [11 if state == "PRUNED" else 6]},
-            hovertemplate=f"trial {trial.number} ({state.lower()})<br>epoch %{{x}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"trial {trial.number} ({state.lower()})<br>{step} %{{x}}: %{{y:.4g}}<extra></extra>",
         ))  # fmt: skip
         shown.add(state)
-    fig.add_vline(x=record.search_epochs, line_dash="dot", line_color="#888888",
-                  annotation_text="search epochs", annotation_position="top left")  # fmt: skip
-    fig.update_layout(xaxis_title="epoch", yaxis_title=record.metric, template="plotly_white")
+    if not record.folds:  # k-fold: a curve is a trial's folds, one value each
+        fig.add_vline(x=record.search_epochs, line_dash="dot", line_color="#888888",
+                      annotation_text="search epochs", annotation_position="top left")  # fmt: skip
+    fig.update_layout(xaxis_title="fold" if record.folds else "epoch", yaxis_title=record.metric,
+                      template="plotly_white")  # fmt: skip
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -221,7 +225,8 @@ def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord
         ("best", best),
         *_best_params(coordinator, snap),
         ("sampler / pruner", f"{record.settings.sampler} / {record.settings.pruner}"),
-        ("epochs per trial", record.search_epochs),
+        ("epochs per trial", f"{record.search_epochs} x {record.folds} folds" if record.folds else
+         record.search_epochs),
         ("optuna storage", storage.describe(coordinator.url)),
         ("generated", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
     ]  # fmt: skip

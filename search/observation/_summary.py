@@ -36,6 +36,9 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     record = coordinator.read_record()
     settings = record.settings
     print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
+    if record.folds:
+        print(f"  folds: {record.folds}; a trial fits each in turn ({record.search_epochs} epochs each), its value "
+              f"the mean of theirs{_fold_pruning(settings.pruner, record.folds)}", flush=True)  # fmt: skip
     if record.objectives or record.constraints:
         pruned = f"the pruner prunes on {record.metric} only" if not record.objectives else \
             f"no pruning: trials end early only by --patience on {record.metric}"  # fmt: skip
@@ -44,9 +47,10 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     patience = resolve_patience(settings.patience, record.search_epochs)
     if patience:
         how = " (auto: a fifth of the search epochs)" if settings.patience.startswith("auto") else ""
-        spare = patience_spare(settings.patience)
+        spare = patience_spare(settings.patience) if not record.folds else 0  # no contention inside a fold
         how += f", unless within the top {spare:.0%} of the complete trials" if spare else ""
-        print(f"  early stop: a trial ends, complete, after {patience} epochs without improvement{how}", flush=True)
+        what = "a fold's training ends" if record.folds else "a trial ends, complete,"
+        print(f"  early stop: {what} after {patience} epochs without improvement{how}", flush=True)
     if record.grid:
         print(f"  grid: {describe_grid(record.grid)}; each runs once, in the order --seed {settings.seed} fixes",
               flush=True)  # fmt: skip
@@ -55,6 +59,17 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     print(f"  optuna storage: {storage.describe(loc.storage_url)}", flush=True)
     print(f"  mlflow tracking: {storage.mask(loc.tracking_uri)}", flush=True)
     print(f"  worker logs: {loc.project_dir / 'logs'}", flush=True)
+
+
+def _fold_pruning(pruner: str, folds: int) -> str:
+    """``; the pruner never prunes here`` when its test cannot decide before the last fold."""
+    from search.settings import parse_pruner
+
+    spec = parse_pruner(pruner)
+    first = getattr(spec, "first_fold", None)
+    if first is None or first() < folds:  # asked after each fold but the last
+        return ""
+    return f"; {spec.name} could prune only from fold {first()} on: with {folds} folds it never prunes"
 
 
 def overhead_stats(trials: list[Any]) -> dict[str, float]:

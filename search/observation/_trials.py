@@ -58,6 +58,9 @@ class TrialRow:
     """One value per objective (``--objective``; ``value`` is the first): several only in a multi-objective study."""
     feasible: bool | None = None
     """Whether it meets every ``--constraint``; None in a study without constraints, or before it finishes."""
+    folds: list[float] | None = None
+    """A k-fold trial's (``--study-option folds=K``): the value of each fold it has finished, fold 0
+    first (its value is their mean); None for a trial of one validation split."""
 
 
 _OWN_ATTRS = {"worker", "host", "mlflow_run_id", "fail_reason", "epochs_run", "fit_seconds", "final_metrics",
@@ -71,7 +74,10 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
     history = trial.system_attrs.get("retry_history") or []
     start = trial.datetime_start.timestamp() if trial.datetime_start else None
     end = trial.datetime_complete.timestamp() if trial.datetime_complete else (now or time.time())
-    epochs = attrs.get("epochs_run", max(trial.intermediate_values, default=0))
+    folds = _fold_values(trial)
+    # A running k-fold trial reports folds, not epochs: its finished folds' epochs.
+    running = max(trial.intermediate_values, default=0) if folds is None else sum(_fold_epochs(attrs).values())
+    epochs = attrs.get("epochs_run", running)
     pruned = int(epochs) if trial.state.name == "PRUNED" else None
     return TrialRow(
         number=trial.number, state=trial.state.name, value=trial.values[0] if trial.values else None,
@@ -83,7 +89,23 @@ def trial_row(trial: FrozenTrial, now: float | None = None) -> TrialRow:
         datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
         datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
         metrics=dict(attrs.get("final_metrics") or {}), extra={k: v for k, v in attrs.items() if k not in _OWN_ATTRS},
+        folds=folds,
     )  # fmt: skip
+
+
+def _fold_epochs(attrs: dict[str, Any]) -> dict[int, int]:
+    """Fold -> its epochs, for the folds a k-fold trial has finished (``fold_<k>_epochs``)."""
+    parts = (k.split("_") for k in attrs if k.startswith("fold_") and k.endswith("_epochs"))
+    return {int(p[1]): int(attrs[f"fold_{p[1]}_epochs"]) for p in parts if len(p) == 3 and p[1].isdigit()}
+
+
+def _fold_values(trial: FrozenTrial) -> list[float] | None:
+    """A k-fold trial's fold values (reported at step = fold), None for one split: a fold's attributes
+    are written before its value is reported, so a fold is finished once both are there."""
+    done = _fold_epochs(trial.user_attrs)
+    if not done:
+        return None
+    return [float(trial.intermediate_values[k]) for k in sorted(done) if k in trial.intermediate_values]
 
 
 def _params(trial: FrozenTrial) -> dict[str, Any]:

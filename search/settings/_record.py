@@ -165,6 +165,9 @@ class StudyRecord:
     """``--objective``s as ``[metric, direction]``; empty: ``metric`` in ``direction``, the study's own."""
     constraints: list[str] = field(default_factory=list)
     """``--constraint``s as labels (``latency_ms<=2``); see ``search/settings/_objectives.py``."""
+    folds: int = 0
+    """K-fold cross-validation: the folds of the study's data (``StudyData.folds``, e.g. resmlp's
+    ``folds`` option), a trial's K fits of ``search_epochs`` each; 0 for one validation split."""
 
     def goals(self) -> list[Objective]:
         """The study's objectives, in order (its trials' values)."""

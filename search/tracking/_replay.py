@@ -5,11 +5,16 @@ better trial's checkpoint with perturbed params (``search.settings._freeze_thaw.
 retrain replays that schedule at full scale: the epochs where the params changed are scaled from the
 search's epochs to the full training's, and each segment resumes the previous one's checkpoint with
 the new values (``trainer.Infra.mutable``). Any other trial is one segment: a plain fit.
+
+A k-fold trial's retrain (every fold's rows, none held out to pick an epoch by) stops at its folds'
+mean best epoch, scaled the same way (``kfold_stop``): where one split's retrain keeps its best
+validation epoch, the folds say where the best epoch was.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,15 +51,33 @@ def scale_schedule(schedule: list[tuple[int, dict[str, Any]]], search_epochs: in
     return scaled
 
 
+def kfold_stop(attrs: dict[str, Any], search_epochs: int, full_epochs: int) -> tuple[int, float] | None:
+    """A k-fold trial's retrain length: the mean of its folds' best epochs (``fold_<k>_best_epoch``)
+    scaled from the search's epochs to the full training's (1 to ``full_epochs``), and that mean;
+    None for a trial that recorded none."""
+    bests = [float(v) for k, v in attrs.items() if k.startswith("fold_") and k.endswith("_best_epoch")]
+    if not bests:
+        return None
+    mean = statistics.fmean(bests)
+    return max(1, min(full_epochs, round(mean * full_epochs / search_epochs))), mean
+
+
+def kfold_note(folds: int, stop: tuple[int, float] | None, search_epochs: int) -> str:
+    """What a k-fold retrain trained on, and where it stopped."""
+    where = "" if stop is None else f", to the folds' mean best epoch ({stop[1]:.3g} of {search_epochs}, scaled)"
+    return f"on all {folds} folds' rows{where}"
+
+
 def schedule_json(schedule: list[tuple[int, dict[str, Any]]]) -> str:
     """``[[epoch, params], ...]``: the retrain run's ``hpsearch.pbt_schedule`` tag."""
     return json.dumps([[epoch, dict(params)] for epoch, params in schedule])
 
 
 def fit_schedule(study: Any, data: Any, number: int, schedule: list[tuple[int, dict[str, Any]]], tmp: Path,
-                 progress: Any, run: Any) -> tuple[Any, Any, Any, list[dict[str, float]]]:  # fmt: skip
-    """Fit each segment of ``schedule`` in turn in ``tmp``; the last segment's model, params and fit
-    result, and every epoch's metrics."""
+                 progress: Any, run: Any, stop_at: int | None = None,
+                 ) -> tuple[Any, Any, Any, list[dict[str, float]]]:  # fmt: skip
+    """Fit each segment of ``schedule`` in turn in ``tmp`` (the last one ends after epoch ``stop_at``
+    when given); the last segment's model, params and fit result, and every epoch's metrics."""
     import optuna
 
     import trainer
@@ -72,6 +95,8 @@ def fit_schedule(study: Any, data: Any, number: int, schedule: list[tuple[int, d
             end = schedule[index + 1][0]
             infra = infra.replace(checkpoint_at=frozenset({end}))
             hooks = (progress, lambda epoch, metrics, end=end: epoch >= end)
+        elif stop_at is not None:  # the schedule's learning rate as at full length, its weights at stop_at
+            hooks = (progress, lambda epoch, metrics: epoch >= stop_at)
         if index > 0:
             infra = infra.replace(mutable=frozenset(mutable_params(study).values()))
         result = trainer.fit(model, data.train, data.val, data.task, config, infra=infra, sink=run, hooks=hooks)

@@ -24,7 +24,7 @@ from search.exceptions import SearchError
 from search.settings import champion_number, gate_objective, load_study, params_dict
 from search.tracking._deployment import deployment_metrics, missed_at_full_scale
 from search.tracking._portable import log_portable
-from search.tracking._replay import fit_schedule, replay_schedule, schedule_json
+from search.tracking._replay import fit_schedule, kfold_note, kfold_stop, replay_schedule, schedule_json
 from search.tracking._tracker import Tracker
 
 if TYPE_CHECKING:
@@ -130,14 +130,17 @@ def retrain_and_register(coordinator: Coordinator, loc: Locations, trial_number:
                     "latency_batch": record.settings.latency_batch})  # fmt: skip
     schedule = replay_schedule(coordinator, best, record.search_epochs, study.full_fidelity.epochs)
     replayed = {"hpsearch.pbt_schedule": schedule_json(schedule)} if len(schedule) > 1 else {}
+    stop = kfold_stop(best.user_attrs, record.search_epochs, study.full_fidelity.epochs) if data.folds else None
     with tempfile.TemporaryDirectory(prefix="hpsearch-retrain-") as tmp:
-        model, params, result, history = fit_schedule(study, data, best.number, schedule, Path(tmp), progress, run)
+        model, params, result, history = fit_schedule(study, data, best.number, schedule, Path(tmp), progress, run,
+                                                      stop_at=None if stop is None else stop[0])  # fmt: skip
         run.flush()  # the epochs' batches are written in the background
-        if result.best_checkpoint is not None:
+        if result.best_checkpoint is not None and not data.folds:  # k-fold: no row held out, the last epoch's
             trainer.load_model_weights(model, result.best_checkpoint)
-    val_metrics = {k: v for k, v in history[result.best_epoch - 1].items() if k.startswith("val_")}
-    clock = _phase(progress, "trained", f"{len(history)} epochs, best epoch {result.best_epoch}: "
-                   f"{record.metric} {val_metrics.get(record.metric, math.nan):.4g}", clock)  # fmt: skip
+    val_metrics = {k: v for k, v in history[result.best_epoch - 1].items() if k.startswith("val_") and not data.folds}
+    trained = kfold_note(len(data.folds), stop, record.search_epochs) if data.folds else \
+        f"best epoch {result.best_epoch}: {record.metric} {val_metrics.get(record.metric, math.nan):.4g}"  # fmt: skip
+    clock = _phase(progress, "trained", f"{len(history)} epochs, {trained}", clock)
     config, infra = study.train_config(params, study.full_fidelity), study_infra(study, params, study.full_fidelity)
     test_metrics = {
         k.replace("val_", "test_", 1): v

@@ -2,7 +2,8 @@
 
 The reference study: every other study follows its shape. Options (``make_study``):
 ``data`` (digits | synthetic | file), ``rows``/``features``/``classes`` for synthetic data,
-``path``/``target`` for a file, ``seed``, ``search_epochs``, ``full_epochs``, ``data_fraction``.
+``path``/``target`` for a file, ``seed``, ``folds`` (k-fold cross-validation), ``search_epochs``,
+``full_epochs``, ``data_fraction``.
 """
 
 from studies.resmlp._model import ResidualBlock, ResMLP

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from studies._base import Direction, Fidelity, StudyData, check_precision, fidelities, resolve_precision
+from studies._folds import check_folds
 from studies._tabular import digits_table, file_table, synthetic_table, tabular_study_data
 from studies.resmlp._model import ResMLP
 from trainer import MixedPrecision, TrainConfig
@@ -64,6 +65,9 @@ class ResMLPStudy:
     """File data only: the label column."""
     seed: int = 0
     """Seeds the split, synthetic data, model initialisation and the trainer."""
+    folds: int = 1
+    """K-fold cross-validation: 1 is one validation split; K >= 2 deals the rows outside the test
+    split into K stratified folds, and a search trial trains one model per fold."""
     precision: str = "auto"
     """Autocast: ``auto`` (bf16 on GPUs that have it, else full precision), ``no``, ``bf16``, ``fp16``."""
     search_fidelity: Fidelity = field(default_factory=lambda: Fidelity(epochs=15))
@@ -79,6 +83,7 @@ class ResMLPStudy:
 
     def __post_init__(self) -> None:
         check_precision(self.precision)
+        check_folds(self.folds)
         if self.data not in DATA_SOURCES:
             raise ValueError(f"option data must be one of {', '.join(DATA_SOURCES)}, got {self.data!r}")
         is_file = self.data == "file"
@@ -107,7 +112,8 @@ class ResMLPStudy:
         )
 
     def load_data(self) -> StudyData:
-        """Load the configured source and split it (stratified 70/15/15 from ``seed``)."""
+        """Load the configured source and split it (stratified 70/15/15 from ``seed``; with ``folds``
+        above 1, the 85% outside the test split in that many folds)."""
         if self.data == "digits":
             table = digits_table()
         elif self.data == "synthetic":
@@ -115,7 +121,7 @@ class ResMLPStudy:
         else:
             assert self.path is not None and self.target is not None  # checked in __post_init__
             table = file_table(self.path, self.target)
-        return tabular_study_data(table, seed=self.seed)
+        return tabular_study_data(table, seed=self.seed, folds=self.folds)
 
     def build_model(self, params: ResMLPParams, data: StudyData) -> nn.Module:
         """A freshly initialised :class:`ResMLP`; the same ``seed`` and params give the same weights."""
@@ -152,6 +158,7 @@ def make_study(
     path: str | Path | None = None,
     target: str | None = None,
     seed: int = 0,
+    folds: int = 1,
     search_epochs: int = 15,
     full_epochs: int = 40,
     data_fraction: float = 1.0,
@@ -168,6 +175,8 @@ def make_study(
         path: File data: a .csv or .parquet file.
         target: File data: the label column (numbers or strings).
         seed: Split, synthetic data, model init and trainer seed.
+        folds: K-fold cross-validation: K >= 2 stratified folds of the rows outside the test split
+            (a trial trains K models; its value is their mean); 1, the default, one validation split.
         search_epochs: Epochs per search trial.
         full_epochs: Epochs of the final (retrained) model.
         data_fraction: Fraction of the training split each search trial uses.
@@ -184,6 +193,7 @@ def make_study(
         path=None if path is None else Path(path),
         target=target,
         seed=int(seed),
+        folds=int(folds),
         precision=str(precision),
         **fidelities(search_epochs, full_epochs, data_fraction),
     )

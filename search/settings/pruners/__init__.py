@@ -8,6 +8,7 @@ PRUNERS: dict[str, type[PrunerSpec]] = registry(__name__, (
     "_asha:Asha",
     "_pbt:Pbt",
     "_median:Median",
+    "_wilcoxon:Wilcoxon",
     "_none:NoPruning",
 ))  # fmt: skip
 """Name -> its class, in the order ``--help`` lists them."""
