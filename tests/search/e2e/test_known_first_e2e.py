@@ -20,6 +20,7 @@ from search_helpers import (
     SLEEP_STUDY,
     assert_exact_budget,
     logical,
+    parent_summary,
     sleep_study_coordinator,
     start_losing_a_worker,
 )
@@ -91,7 +92,6 @@ def test_known_and_warm_started_trials_and_stop_at_survive_a_killed_worker(study
     children = [r for r in runs.values() if r is not parent]
     assert parent.info.status == "FINISHED" and "RUNNING" not in {r.info.status for r in children}
     assert sum(r.info.status == "FINISHED" for r in children) == status["complete"]
-    summary = json.loads(Path(client.download_artifacts(parent.info.run_id, "study_summary.json", str(tmp_path)))
-                         .read_text())  # fmt: skip
+    summary = parent_summary(tmp_path / ".search", "dst")
     assert summary["ended_early"]["reason"].startswith("--stop-at 0.1 reached")
     assert summary["best_trial"] == best["trial"] and summary["finished"] == status["finished"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, start_losing_a_worker
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, parent_summary, start_losing_a_worker
 
 from search.settings import Candidate, pareto_front
 
@@ -107,3 +107,10 @@ def test_a_killed_worker_costs_a_multi_objective_study_nothing(study_url, warm_c
     optuna_front = optuna.load_study(study_name="mo", storage=watch.storage).best_trials
     assert sorted(t.number for t in optuna_front) == front  # Optuna's own front of feasible trials agrees
     assert [p["trial"] for p in best["pareto_front"] if p["champion"]] == [best["trial"]]
+    where = ["--name", "mo", "--storage", study_url]
+    status = json.loads(warm_cli("status", *where, "--json", cwd=tmp_path, check=True).stdout)
+    assert (status["best_trial"], status["finished"], status["budget"]) == (best["trial"], 4, 4)
+    warm_cli("report", *where, "-o", str(tmp_path / "report.html"), cwd=tmp_path, check=True)
+    assert 'data-figure="pareto"' in (tmp_path / "report.html").read_text()
+    summary = parent_summary(tmp_path / ".search", "mo")  # what the study's MLflow parent run keeps
+    assert (summary["best_trial"], summary["pareto_front"]) == (best["trial"], front)
