@@ -56,7 +56,7 @@ def test_known_and_warm_started_trials_and_stop_at_survive_a_killed_worker(study
          "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"], study_url, "dst", tmp_path,
     )  # fmt: skip
     log = (tmp_path / "start.log").read_text()
-    assert "queued 2 known configurations to run first (--enqueue, --warm-start-from)" in log
+    assert "  queued 1 known configuration to run first (--enqueue)\n  warm start from 'src': its best 1 of 2 " in log
     assert "the search ended early: --stop-at 0.1 reached (best " in log
 
     trials = watch.trials()
