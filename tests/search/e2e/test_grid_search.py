@@ -122,21 +122,23 @@ def test_bad_grid_input_is_one_line_and_creates_nothing(search_main, monkeypatch
     assert list((tmp_path / "work").iterdir()) == []
 
 
+@pytest.mark.postgres
 @pytest.mark.slow
-def test_a_killed_workers_point_runs_again_once(study_url, warm_cli, tmp_path):
+def test_a_killed_workers_point_runs_again_once(pg_url, warm_cli, tmp_path):
     """A worker SIGKILLed mid-trial: its trial is reaped, its retry runs the same point (on the
     fresh local worker or the other one), and every point ends complete exactly once; `status`,
-    `best`, the report and the MLflow parent run show the grid study."""
+    `best`, the report and the MLflow parent run show the grid study. (PostgreSQL only, to keep
+    CI short: the SQLite path of a grid search is the tests above, of a killed worker the others'.)"""
     running, watch = start_losing_a_worker(["--study", str(SLEEP_STUDY), "--workers", "2", *FAST, *GRID,
                                             "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"],
-                                           study_url, "grid", tmp_path)  # fmt: skip
+                                           pg_url, "grid", tmp_path)  # fmt: skip
     trials = watch.trials()
     assert_exact_budget(trials, 6)
     [retry] = [t for t in trials if t.system_attrs.get("failed_trial") == running.number]
     assert retry.state.name == "COMPLETE" and retry.params == running.params
     done = {t.number: (t.params["x"], t.params["lr"]) for t in trials if t.state.name == "COMPLETE"}
     assert sorted(done.values()) == sorted(POINTS)
-    where = ["--name", "grid", "--storage", study_url]
+    where = ["--name", "grid", "--storage", pg_url]
     status = json.loads(warm_cli("status", *where, "--json", cwd=tmp_path, check=True).stdout)
     finished = (status["finished"], status["budget"], status["failed"], status["retried"])
     assert finished == (6, 6, 0, 1)  # the dead trial is not counted failed: its retry finished it
