@@ -70,6 +70,10 @@ def test_known_and_warm_started_trials_and_stop_at_survive_a_killed_worker(study
     status = _json(warm_cli, "status", *where, cwd=tmp_path)
     assert status["done"] and status["running"] == status["waiting"] == 0
     assert status["finished"] == status["budget"] <= 8 and status["best_value"] <= 0.1
+    assert status["ended_early"]["reason"].startswith("--stop-at 0.1 reached (best ")
+    said = warm_cli("status", *where, cwd=tmp_path, check=True).stdout
+    ended = status["ended_early"]
+    assert f"\n  ended early: {ended['reason']}; no new trial after {ended['claimed']} of the 8 asked\n" in said
     assert_exact_budget(trials, status["budget"])  # none left RUNNING, none finished twice
     rows = _json(warm_cli, "trials", *where, cwd=tmp_path)
     assert [r["params"] for r in rows[:2]] == [KNOWN, WARM]
@@ -78,7 +82,9 @@ def test_known_and_warm_started_trials_and_stop_at_survive_a_killed_worker(study
 
     out = tmp_path / "report.html"
     warm_cli("report", *where, "-o", str(out), cwd=tmp_path, check=True)
-    assert re.search(rf"best</th><td>{best['value']:.6g} \(trial {best['trial']}\)", out.read_text())
+    page = out.read_text()
+    assert re.search(rf"best</th><td>{best['value']:.6g} \(trial {best['trial']}\)", page)
+    assert "<th>ended early</th><td>--stop-at 0.1 reached (best " in page
 
     from mlflow import MlflowClient
 
