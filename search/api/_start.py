@@ -200,9 +200,11 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     # study's last moments, when the summary reads every trial).
     gc.freeze()
     print_start_header(coordinator, loc, created, quiet=opts.quiet)
-    if prepared.enqueue and not opts.quiet:
-        print(f"  {warm}" if warm and not opts.enqueue else f"  queued {len(prepared.enqueue)} known "
-              f"configurations to run first (--enqueue{', --warm-start-from' * bool(warm)})", flush=True)  # fmt: skip
+    if opts.enqueue and not opts.quiet:
+        n = len(opts.enqueue)
+        print(f"  queued {n} known configuration{'s' * (n != 1)} to run first (--enqueue)", flush=True)
+    if warm and not opts.quiet:  # after --enqueue's, as they are queued; with what it left to the sampler
+        print(f"  {warm}", flush=True)
     _announce(changes, opts.quiet)
     if len(procs) < workers:  # those left for later start once the first ones have claimed
         try:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from search.coordination import STOPPED_ATTR
 from search.settings import describe_grid
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class Snapshot:
     """A grid search's values per parameter (``--sampler grid``); empty for other samplers."""
     folds: int = 0
     """K-fold cross-validation: each trial's folds (its running trials' ``epoch`` counts folds); 0: one split."""
+    ended_early: dict[str, Any] | None = None
+    """Why this run of the search takes no new trial (``--timeout``, ``--stop-at``): ``reason``,
+    ``asked`` and ``claimed``; None while it goes on to its budget."""
 
     @property
     def done(self) -> bool:
@@ -87,8 +91,15 @@ class Snapshot:
     def lines(self) -> list[str]:
         """The summary line, then one line per running trial."""
         grid = [f"  grid search: {describe_grid(self.grid)}; {self.waiting} queued"] if self.grid else []
+        ended = [f"  {self.ended_note()}"] if self.ended_early else []
         running = (f"  {trial_line(t, self.search_epochs, self.folds)}" for t in self.running_trials)
-        return [self.line(), *grid, *running]
+        return [self.line(), *grid, *ended, *running]
+
+    def ended_note(self) -> str:
+        """``ended early: --stop-at 0.1 reached (best 0.04); no new trial after 3 of the 8 asked``."""
+        ended = self.ended_early or {}
+        return (f"ended early: {ended.get('reason')}; no new trial after {ended.get('claimed')} of the "
+                f"{ended.get('asked')} asked")  # fmt: skip
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -155,6 +166,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
         recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid, folds=record.folds,
+        ended_early=coordinator.study_user_attrs().get(STOPPED_ATTR) or None,
     )  # fmt: skip
 
 

@@ -222,6 +222,7 @@ def _summary_table(coordinator: Coordinator, snap: Snapshot, record: StudyRecord
         ("objective", describe_objectives(record.goals(), record.limits())),
         ("trials", f"{snap.finished}/{snap.budget} finished: {snap.complete} complete, {snap.pruned} pruned"
                    f"{snap.paused_note()}, {snap.failed} failed; {snap.running} running"),
+        *([("ended early", snap.ended_note().removeprefix("ended early: "))] if snap.ended_early else []),
         ("best", best),
         *_best_params(coordinator, snap),
         ("sampler / pruner", f"{record.settings.sampler} / {record.settings.pruner}"),

@@ -186,6 +186,19 @@ def mlflow_runs(project: Path) -> dict[str, Any]:
     return {r.info.run_id: r for r in client.search_runs(experiments, max_results=500)}
 
 
+def parent_summary(project: Path, study: str) -> dict[str, Any]:
+    """The ``study_summary.json`` the study's MLflow parent run keeps, in ``project``'s embedded store."""
+    import json
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{project}/mlflow.db")
+    experiment = client.get_experiment_by_name(study).experiment_id
+    [parent] = client.search_runs([experiment], filter_string="tags.`hpsearch.role` = 'study'")
+    return json.loads(Path(client.download_artifacts(parent.info.run_id, "study_summary.json", str(project)))
+                      .read_text())  # fmt: skip
+
+
 # -- a worker frozen inside the study lock ---------------------------------------------------------
 
 LOCK_GRACE_S = 5  # the lock's hold time follows the grace period (never under storage._lock.MIN_HOLD_S)

@@ -45,12 +45,14 @@ def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path,
     status = _counts(warm_cli, tmp_path)
     assert 1 <= status["finished"] < 16 and status["running"] == status["waiting"] == 0
     assert status["budget"] == status["finished"] and status["done"]
+    assert status["ended_early"] == {"reason": "--timeout 6 s passed", "asked": 16, "claimed": status["finished"]}
     assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 16 asked" in (
         proc.stdout)  # fmt: skip
     again = cli("start", *QUICK, "--trials", "16", cwd=tmp_path, check=True)  # no limit this time
     assert "ended early" not in again.stdout
     status = _counts(warm_cli, tmp_path)
     assert (status["finished"], status["budget"], status["complete"]) == (16, 16, 16)
+    assert status["ended_early"] is None  # the new run went on to its budget
 
 
 @pytest.mark.slow

@@ -11,21 +11,28 @@ import pytest
 SLEEP = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py"
 
 
-@pytest.fixture
-def sleep_study(tmp_path):
-    """A sleep study of 4 trials, created and not yet trained, in embedded stores under tmp_path."""
+def _sleep_study(project: Path, storage: str | None = None) -> list[str]:
+    """A sleep study of 4 trials, created and not yet trained, in ``storage`` (the embedded store
+    under ``project`` if None); the flags that reach it."""
     from search.api import StartOptions, create_or_resume, prepare, resolve_locations
     from search.settings import SearchSettings
 
-    loc = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=tmp_path / "p")
+    loc = resolve_locations(storage=storage, tracking_uri=None, artifact_location=None, project_dir=project)
     opts = StartOptions(study=str(SLEEP), trials=4, settings=SearchSettings(pruner="none", patience="off"),
                         study_options={"epoch_seconds": 0.0})  # fmt: skip
     create_or_resume(loc, prepare(opts), 4)
-    return ["--name", "sleep", "--project-dir", str(tmp_path / "p")]
+    return ["--name", "sleep", "--project-dir", str(project), *(["--storage", storage] if storage else [])]
+
+
+@pytest.fixture
+def sleep_study(tmp_path):
+    """A sleep study of 4 trials, created and not yet trained, in embedded stores under tmp_path."""
+    return _sleep_study(tmp_path / "p")
 
 
 @pytest.mark.slow
-def test_queued_configurations_run_first_and_count_in_the_budget(sleep_study, search_main, cli, tmp_path, warm_cli):
+def test_queued_configurations_run_first_and_count_in_the_budget(study_url, search_main, cli, tmp_path, warm_cli):
+    sleep_study = _sleep_study(tmp_path / "p", study_url)  # on SQLite and PostgreSQL
     (tmp_path / "known.csv").write_text("x,lr\n0.25,0.01\n-1.5,\n")
     code, out, err = search_main(["enqueue", *sleep_study, "--params", "x=0.3,lr=0.02", "--file",
                                   str(tmp_path / "known.csv")])  # fmt: skip

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, start_losing_a_worker
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, parent_summary, start_losing_a_worker
 
 GRID = ["--sampler", "grid", "--grid", "x=-1,0,1", "--grid", "lr=0.01,0.1"]
 POINTS = {(x, lr) for x, lr in itertools.product([-1.0, 0.0, 1.0], [0.01, 0.1])}
@@ -124,9 +124,11 @@ def test_bad_grid_input_is_one_line_and_creates_nothing(search_main, monkeypatch
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_a_killed_workers_point_runs_again_once(pg_url, tmp_path):
+def test_a_killed_workers_point_runs_again_once(pg_url, warm_cli, tmp_path):
     """A worker SIGKILLed mid-trial: its trial is reaped, its retry runs the same point (on the
-    fresh local worker or the other one), and every point ends complete exactly once."""
+    fresh local worker or the other one), and every point ends complete exactly once; `status`,
+    `best`, the report and the MLflow parent run show the grid study. (PostgreSQL only, to keep
+    CI short: the SQLite path of a grid search is the tests above, of a killed worker the others'.)"""
     running, watch = start_losing_a_worker(["--study", str(SLEEP_STUDY), "--workers", "2", *FAST, *GRID,
                                             "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"],
                                            pg_url, "grid", tmp_path)  # fmt: skip
@@ -134,8 +136,18 @@ def test_a_killed_workers_point_runs_again_once(pg_url, tmp_path):
     assert_exact_budget(trials, 6)
     [retry] = [t for t in trials if t.system_attrs.get("failed_trial") == running.number]
     assert retry.state.name == "COMPLETE" and retry.params == running.params
-    done = [(t.params["x"], t.params["lr"]) for t in trials if t.state.name == "COMPLETE"]
-    assert sorted(done) == sorted(POINTS)
+    done = {t.number: (t.params["x"], t.params["lr"]) for t in trials if t.state.name == "COMPLETE"}
+    assert sorted(done.values()) == sorted(POINTS)
+    where = ["--name", "grid", "--storage", pg_url]
+    status = json.loads(warm_cli("status", *where, "--json", cwd=tmp_path, check=True).stdout)
+    finished = (status["finished"], status["budget"], status["failed"], status["retried"])
+    assert finished == (6, 6, 0, 1)  # the dead trial is not counted failed: its retry finished it
+    best = json.loads(warm_cli("best", *where, "--json", cwd=tmp_path, check=True).stdout)
+    assert best["trial"] == status["best_trial"] and (best["params"]["x"], best["params"]["lr"]) == done[best["trial"]]
+    warm_cli("report", *where, "-o", str(tmp_path / "report.html"), cwd=tmp_path, check=True)
+    assert "<th>sampler / pruner</th><td>grid / none</td>" in (tmp_path / "report.html").read_text()
+    summary = parent_summary(tmp_path / ".search", "grid")
+    assert (summary["best_trial"], summary["finished"], summary["retried"]) == (best["trial"], 6, 1)
 
 
 def test_help_names_the_grid(cli, tmp_path):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, start_losing_a_worker
+from search_helpers import FAST, SLEEP_STUDY, assert_exact_budget, parent_summary, start_losing_a_worker
 
-from search.settings import Candidate, pareto_front
+from search.settings import Candidate, pareto_front, select
 
 ARGS = ["--study", str(SLEEP_STUDY), "--study-option", "epochs=2", "--study-option", "epoch_seconds=0",
         "--objective", "val_loss:min", "--objective", "train_loss:min", "--constraint", "val_rmse<=1",
@@ -75,13 +75,14 @@ def test_two_objectives_and_a_constraint_with_two_workers(cli, warm_cli, tmp_pat
 @pytest.mark.slow
 def test_a_killed_worker_costs_a_multi_objective_study_nothing(study_url, warm_cli, tmp_path):
     """A worker SIGKILLed mid-trial: the dead trial is reaped and retried, every requested trial
-    finishes once with both values and its feasibility, and `search best` lists the Pareto front.
+    finishes once with both values and its feasibility, `search best` lists the Pareto front and
+    its --select knee champion, and `status`, `trials`, the report and MLflow agree.
     Its epochs' values reach the database with the last epoch's checkpoint, so it dies after its
     last epoch and the retry resumes with nothing to train: its final metrics are the checkpoint's."""
     (tmp_path / "known.json").write_text(json.dumps(KNOWN))  # a feasible trial, whichever one dies
     running, watch = start_losing_a_worker(
         ["--study", str(SLEEP_STUDY), "--trials", "4", "--workers", "2", *FAST, "--objective", "val_loss:min",
-         "--objective", "latency_ms:min", "--constraint", "val_rmse<=1", "--enqueue", "known.json",
+         "--objective", "latency_ms:min", "--constraint", "val_rmse<=1", "--select", "knee", "--enqueue", "known.json",
          "--study-option", "epochs=4", "--study-option", "epoch_seconds=0.5"], study_url, "mo", tmp_path,
     )  # fmt: skip
     trials = watch.trials()
@@ -107,3 +108,14 @@ def test_a_killed_worker_costs_a_multi_objective_study_nothing(study_url, warm_c
     optuna_front = optuna.load_study(study_name="mo", storage=watch.storage).best_trials
     assert sorted(t.number for t in optuna_front) == front  # Optuna's own front of feasible trials agrees
     assert [p["trial"] for p in best["pareto_front"] if p["champion"]] == [best["trial"]]
+    assert best["trial"] == select(found, [False, False], "knee").number  # --select knee's champion
+    where = ["--name", "mo", "--storage", study_url]
+    status = json.loads(warm_cli("status", *where, "--json", cwd=tmp_path, check=True).stdout)
+    assert (status["best_trial"], status["finished"], status["budget"]) == (best["trial"], 4, 4)
+    rows = json.loads(warm_cli("trials", *where, "--json", cwd=tmp_path, check=True).stdout)
+    assert [(r["number"], r["values"], r["feasible"]) for r in rows if r["state"] == "COMPLETE"] == [
+        (t.number, list(t.values), t.user_attrs["feasible"]) for t in complete]  # fmt: skip
+    warm_cli("report", *where, "-o", str(tmp_path / "report.html"), cwd=tmp_path, check=True)
+    assert 'data-figure="pareto"' in (tmp_path / "report.html").read_text()
+    summary = parent_summary(tmp_path / ".search", "mo")  # what the study's MLflow parent run keeps
+    assert (summary["best_trial"], summary["pareto_front"]) == (best["trial"], front)
