@@ -92,3 +92,26 @@ def test_a_window_kept_up_to_date_trial_after_trial_sees_what_a_fresh_one_sees()
             study.tell(trial, state=TrialState.PRUNED)
         if step in endings:  # a long-running trial finishes, each a different way
             study.tell(long_running.pop(), **endings[step])
+
+
+def test_tpe_through_its_window_samples_as_tpe_over_a_study_of_those_trials_alone():
+    """TPE itself reads through the window, and nothing else of the study: given the windowed
+    trials alone (in their order) plain TPE suggests the same values, and it does so every time."""
+    import random
+
+    rng = random.Random(5)
+    dist = optuna.distributions.FloatDistribution(0, 1)
+    trials = [optuna.trial.create_trial(params={"x": x}, distributions={"x": dist}, value=(x - 0.3) ** 2 + rng.random())
+              for x in (rng.random() for _ in range(300))]  # fmt: skip
+    best = sorted(range(300), key=lambda i: trials[i].value)[:5]
+    kept = sorted({*best, *[i for i in range(300) if i not in best][-45:]})
+
+    def suggest(sampler: str, given: list) -> list[float]:
+        study = optuna.create_study(sampler=make_sampler(sampler, seed=7))
+        study.add_trials(given)
+        return [study.ask().suggest_float("x", 0, 1) for _ in range(3)]
+
+    windowed = suggest("tpe:window=50,multivariate=false", trials)
+    assert windowed == suggest("tpe:window=0,multivariate=false", [trials[i] for i in kept])
+    assert windowed == suggest("tpe:window=50,multivariate=false", trials)
+    assert windowed != suggest("tpe:window=0,multivariate=false", trials)
