@@ -41,7 +41,7 @@ printed at L = 10 s, 1 min and 10 min. Long trials add load while they run (a he
 PG CPU per trial at the trial length run includes.
 
 Workers that would not fit in the server's free connections are not started: each may hold
-POOL_SIZE + MAX_OVERFLOW connections (a real worker holds 2 more for MLflow), and the run leaves
+POOL_SIZE + MAX_OVERFLOW connections (a real worker 2 more when its MLflow store is a database), and the run leaves
 ``--connection-margin`` free for everyone else on the server. Such a W is reported as not run, with
 the connections it needs: that is the finding, not an error.
 
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
     max_conn, reserved, in_use = server_capacity(admin)
     print(f"PostgreSQL max_connections {max_conn} ({reserved} reserved for superusers), {in_use} open now; a worker "
           f"may hold {CONNECTIONS_PER_WORKER} connections to the study's database (storage.POOL_SIZE "
-          f"{st.POOL_SIZE} + MAX_OVERFLOW {st.MAX_OVERFLOW}), a real one 2 more for MLflow", flush=True)  # fmt: skip
+          f"{st.POOL_SIZE} + MAX_OVERFLOW {st.MAX_OVERFLOW}), a real one MLflow's besides", flush=True)  # fmt: skip
     print(f"trials of {args.trial_seconds:g} s in {args.epochs} epochs, heartbeat every {args.heartbeat_interval} s, "
           f"{args.duration:g} s per W, workers in {args.processes} processes\n", flush=True)  # fmt: skip
     results = []

@@ -12,7 +12,8 @@ at random. ``ANALYZE`` follows, as autovacuum would do soon after on a real serv
   claim          the median of the next ``--repeats`` claims of that worker (each reads what changed)
   lock hold      the median time those claims held the study lock: 1 / hold bounds the claims per
                  second of a study (``bench_coordination.py``)
-  suggest        TPE's ``suggest_params`` for those trials, median
+  suggest        TPE's ``suggest_params`` for those trials, median (``--samplers``: for each, on the
+                 same study, as "claim (SPEC)" and "suggest (SPEC)"; the rest is timed with the first)
   pruner         one ``PruningHook`` call where the pruner is asked (median rule), median
   reaper         one ``Coordinator.reap`` pass finding no dead trial, median
   status         ``search status`` as a subprocess (its Python start-up is in every figure)
@@ -25,6 +26,8 @@ and prints each figure for each N and its ratio to the smallest N's.
 
     python benchmarks/bench_large_study.py --trials 1000,10000
     python benchmarks/bench_large_study.py --trials 1000,10000,100000 --skip report
+    python benchmarks/bench_large_study.py --trials 1000,100000 --skip status,trials,report \
+        --samplers tpe:window=0,tpe
 """
 
 from __future__ import annotations
@@ -114,12 +117,17 @@ def median_time(call: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def time_worker(url: str, args: argparse.Namespace) -> dict[str, float]:
-    """Claim, suggest, prune and reap as a worker that joins the large study."""
+def time_worker(url: str, args: argparse.Namespace, sampler: str | None = None) -> dict[str, float]:
+    """Claim, suggest, prune and reap as a worker that joins the large study (``sampler``: a
+    ``--sampler`` spec it suggests with instead of the study's)."""
     coordinator = TimedCoordinator(url, STUDY, schema_checked=True)
     coordinator.holds = []
     record = coordinator.read_record()
     study = coordinator.load(worker_ordinal=coordinator.join())
+    if sampler is not None:
+        from search.settings import make_sampler
+
+        study.sampler = make_sampler(sampler, seed=None)
     trials = st.StudyTrials(coordinator.storage, st.study_id(study))
     figures: dict[str, list[float]] = {"suggest": [], "pruner": []}
     for i in range(args.repeats + 1):
@@ -209,6 +217,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed-trials", type=int, default=50, help="trials run through the worker's path [50]")
     parser.add_argument("--epochs", type=int, default=8, help="epochs (intermediate values) per trial [8]")
     parser.add_argument("--repeats", type=int, default=5, help="claims, suggestions and reaper passes timed [5]")
+    parser.add_argument(
+        "--samplers", default="", help="--sampler specs whose suggestions are timed, comma-separated [the study's: tpe]"
+    )
     parser.add_argument("--skip", default="", help="views not to time: status,trials,report,dashboard")
     parser.add_argument("--cli-timeout", type=float, default=600.0, help="seconds a view may take [600]")
     parser.add_argument("--admin-url", default=ADMIN_URL, help="a database to create the benchmark's in [%(default)s]")
@@ -231,7 +242,14 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
         with fresh_database(admin) as (_, url):
             seed(url, args)
             took = grow(url, n, args.seed_trials)
-            figures = time_worker(url, args)
+            samplers = [spec for spec in args.samplers.split(",") if spec] or [None]
+            figures = time_worker(url, args, samplers[0])
+            if len(samplers) > 1:
+                for name in ("claim", "suggest"):
+                    figures[f"{name} ({samplers[0]})"] = figures.pop(name)
+                for spec in samplers[1:]:
+                    more = time_worker(url, args, spec)
+                    figures.update({f"{name} ({spec})": more[name] for name in ("claim", "suggest")})
             views, size = time_cli(url, args, skip)
             results[n] = {**figures, **views}
             report = f", report {size / 1e6:.1f} MB" if size else ""
@@ -244,9 +262,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     base = args.sizes[0]
     print(f"\n{'':<14}" + "".join(f"{f'N={n}':>12}" for n in args.sizes) + "".join(
         f"{f'x{n // base}':>10}" for n in args.sizes[1:]))  # fmt: skip
-    for name in FIGURES:
-        if name not in results[base]:
-            continue
+    for name in [f for f in FIGURES if f in results[base]] + [f for f in results[base] if f not in FIGURES]:
         row = "".join(f"{1000 * results[n].get(name, float('nan')):>10.1f}ms" for n in args.sizes)
         ratios = "".join(f"{results[n].get(name, float('nan')) / results[base][name]:>10.1f}" for n in args.sizes[1:])
         print(f"{name:<14}{row}{ratios}", flush=True)

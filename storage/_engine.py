@@ -16,11 +16,14 @@ from sqlalchemy.exc import DisconnectionError
 
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
-# Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 3, the
-# most it uses at once (a claim holds the advisory lock on one and queries on another; the heartbeat
-# thread needs a third). MLflow's engine gets 2 (storage._mlflow): the main thread, and the
-# heartbeat thread ending a dead trial's run. Idle connections are what fill max_connections.
-POOL_SIZE = 3
+# Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 2, one
+# engine shared by Optuna's storage and ours. Two is what a worker uses at once: the main thread (a
+# claim holds the study lock on its connection, and every Optuna call and read of the holder runs on
+# that one: storage._optuna_internals._bound) and the heartbeat thread (beats, and its own reaping
+# pass, which takes the lock without waiting and likewise stays on one connection). No thread may
+# wait for a second connection while it holds one: with two threads and two connections that could
+# only deadlock if one of them did. Idle connections are what fill max_connections.
+POOL_SIZE = 2
 MAX_OVERFLOW = 0  # an overflow connection is closed on return and opened again: tens of ms each time
 CONNECT_TIMEOUT_S = 10
 # libpq TCP keepalives: a connection idle through a long epoch is probed, not silently dropped by

@@ -127,8 +127,14 @@ def _with_keepalive(url: str) -> str:
     return parsed.update_query_dict(extra).render_as_string(hide_password=False)
 
 
+# MLflow's engine when its store is a database. One MLflow call may hold two connections at once
+# (SqlAlchemyStore.log_batch opens a session for each of params, metrics and tags inside its own), so
+# a thread needs 2, and a pool of 2 shared by two writing threads (the writer, a dead run's ending)
+# could leave each holding one and waiting for the other's: 2 more as overflow keep that from ever
+# waiting for good. An overflow of 0 cannot be asked for: MLflow (3.x) passes the setting only when
+# it is not zero, and SQLAlchemy's default (10) applies. Through an MLflow server, workers hold none.
 TRACKING_POOL_SIZE = 2
-TRACKING_MAX_OVERFLOW = 0
+TRACKING_MAX_OVERFLOW = 2
 
 
 def bound_tracking_pool() -> None:

@@ -27,8 +27,9 @@ _defaults = SearchSettings()
 
 _settings_options = stack(
     option("--sampler", default=_defaults.sampler,
-           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5; grid runs each point of the declared "
-                "space once (--grid) (docs/search-strategy.md)."),
+           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5; TPE's model reads at most 1000 "
+                "finished trials, the best tenth and the latest (tpe:window=N; 0: all); grid runs each point of the "
+                "declared space once (--grid) (docs/search-strategy.md)."),
     option("--pruner", default=_defaults.pruner,
            help=f"{' | '.join(PRUNERS)}, with options like median:startup=2,warmup=1; "
                 "warmup=auto prunes from the first epoch that ranks the study's complete trials."),

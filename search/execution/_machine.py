@@ -30,7 +30,8 @@ checking its schema again (:func:`schema_checked`); a worker started by hand, by
 another node (perhaps with another Optuna) checks it."""
 
 MAX_DEFAULT_CPU_WORKERS = 16
-"""The most CPU workers ``search start`` runs unless told (each holds up to 5 database connections)."""
+"""The most CPU workers ``search start`` runs unless told (each holds up to 2 connections to the
+Optuna database, and MLflow's own when its store is a database)."""
 
 ENV_GPU_MEMORY_FRACTION = "HPSEARCH_GPU_MEMORY_FRACTION"
 """For a local worker that shares its GPU with others of its starter: the fraction of the GPU's

@@ -44,8 +44,10 @@ class ByConcurrency(BaseSampler):
         # so a parallel search samples exactly as ``together`` alone would.
         # The claim's read of the study, just after it created this trial (Optuna's per-trial cache):
         # no second read of every trial on the way to each trial's start.
-        others = [t for t in cached_study_trials(study) if t.number != trial.number]
-        alone = others and not any(t.state == TrialState.RUNNING for t in others)
+        # Running trials are mostly the latest: looked for from the end, the study not copied.
+        trials = cached_study_trials(study)
+        others = any(t.number != trial.number for t in trials[:2])
+        alone = others and not any(t.state == TrialState.RUNNING and t.number != trial.number for t in reversed(trials))
         sampler = self.alone if alone else self.together
         if len(self._chosen) >= _KEPT:
             self._chosen.pop(next(iter(self._chosen)))

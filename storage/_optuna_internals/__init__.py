@@ -77,6 +77,7 @@ from storage._optuna_internals._claim import (  # noqa: E402
 from storage._optuna_internals._indexes import INDEXES, ensure_indexes  # noqa: E402
 from storage._optuna_internals._steps import store_steps, system_attrs_query, trial_changes_query  # noqa: E402
 from storage._optuna_internals._versions import versions_on_demand  # noqa: E402
+from storage._optuna_internals._window import study_seeing  # noqa: E402
 from storage._optuna_internals._writes import (  # noqa: E402
     evict_paused,
     finish_trial,
@@ -122,6 +123,7 @@ __all__ = [
     "store_steps",
     "study_id",
     "study_of_trials",
+    "study_seeing",
     "study_storage",
     "system_attrs_query",
     "trial_changes_query",

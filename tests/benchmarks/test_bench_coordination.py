@@ -43,14 +43,15 @@ def test_four_workers_claim_report_and_finish_trials_on_the_real_server(pg_serve
 def test_workers_that_would_not_fit_the_servers_connections_are_reported_not_started(pg_server: str, capsys) -> None:
     results = bench_coordination.main(["--workers", "100000", "--duration", "1", "--admin-url", pg_server])
     assert results == []
-    assert "W=100000 not run: needs up to 300000 connections" in capsys.readouterr().out
+    assert "W=100000 not run: needs up to 200000 connections" in capsys.readouterr().out
 
 
 def test_a_large_study_is_written_as_optuna_writes_it_and_timed(pg_server: str, capsys) -> None:
     results = bench_large_study.main(["--trials", "12,24", "--seed-trials", "4", "--epochs", "2", "--repeats", "1",
-                                      "--skip", "trials,report", "--admin-url", pg_server])  # fmt: skip
+                                      "--skip", "trials,report", "--admin-url", pg_server,
+                                      "--samplers", "tpe:window=0,tpe:window=10"])  # fmt: skip
     out = capsys.readouterr().out
     for figures in results.values():
-        assert {"claim (join)", "claim", "suggest", "reaper", "status"} <= set(figures)
+        assert {"claim (join)", "claim (tpe:window=0)", "suggest (tpe:window=10)", "reaper", "status"} <= set(figures)
         assert all(0 < seconds < 120 for seconds in figures.values()), figures  # status ran (nan if it failed)
     assert "N=24: written" in out and "x2" in out

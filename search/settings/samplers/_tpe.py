@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from search.exceptions import SearchError
 from search.settings._spec import STARTUP, Option, SamplerSpec
 
 if TYPE_CHECKING:
@@ -25,7 +26,21 @@ class Tpe(SamplerSpec):
         "group": Option(bool, False, "split conditional spaces into groups (multivariate only)"),
         "liar": Option(bool, True, "constant liar: running trials count as bad, so parallel workers spread out"),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
+        "window": Option(
+            int,
+            1000,
+            "finished trials the model reads at most: the best tenth and the most recent "
+            "(keeps a suggestion's time flat in large studies); 0: all",
+        ),
     }
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        spec = super().parse(text)
+        if 0 < spec["window"] < spec["startup"]:  # the model would never see its start-up trials
+            raise SearchError(f"bad value {spec['window']} for sampler option tpe:window in {text!r}: "
+                              f"0 (no window) or at least startup ({spec['startup']})")  # fmt: skip
+        return spec
 
     def build(self, seed: int | None) -> BaseSampler:
         import optuna
@@ -38,14 +53,16 @@ class Tpe(SamplerSpec):
                 group=opts["group"] and multivariate, constant_liar=opts["liar"], n_ei_candidates=opts["candidates"],
             )  # fmt: skip
 
-        if opts["multivariate"] == "auto":
-            from search.settings._samplers import ByConcurrency
+        from search.settings._samplers import ByConcurrency
+        from search.settings._windowed import Windowed
 
-            return ByConcurrency(alone=tpe(True), together=tpe(False))
-        return tpe(opts["multivariate"])
+        built = ByConcurrency(alone=tpe(True), together=tpe(False)) if opts["multivariate"] == "auto" else None
+        sampler = built or tpe(opts["multivariate"])
+        return Windowed(sampler, opts["window"]) if opts["window"] else sampler
 
     def describe(self) -> str:
         s = self.values
         models = {"auto": "joint model alone, per-parameter beside running trials", True: "joint model"}
         model = models.get(s["multivariate"], "per-parameter model")
-        return f"TPE ({model}{', constant liar' if s['liar'] else ''}, {s['startup']} random trials first)"
+        window = f", over at most {s['window']} finished trials" if s["window"] else ""
+        return f"TPE ({model}{', constant liar' if s['liar'] else ''}, {s['startup']} random trials first{window})"

@@ -108,6 +108,7 @@ def test_pruner_options_reach_the_pruner():
         ("tpe:multivariate=maybe", "none", "expected bool"),
         ("qmc:type=lattice", "none", "choose one of sobol, halton"),
         ("tpe:startup", "none", "expected key=value"),
+        ("tpe:window=5", "none", "tpe:window in 'tpe:window=5': 0 (no window) or at least startup (10)"),
         ("annealing", "none", "unknown sampler 'annealing'"),
         ("tpe", "hyperband:warmup=5", "unknown option 'warmup' for pruner 'hyperband'"),
         ("tpe", "median:startup=-1", "must be >= 0"),
