@@ -65,7 +65,7 @@ def test_a_training_thread_hung_in_forward_is_failed_as_stalled_and_search_start
     """One local worker: it fails the hung trial, queues its retry and exits 70; `search start` starts a
     fresh worker, which runs the retry and the rest. Each validation (3 batches of 2 s) is longer than
     the 5 s limit but never 5 s without a finished batch: those trials complete. On PostgreSQL only:
-    the watchdog's calls are the same on SQLite, which the tests above use, and this one takes 40 s."""
+    the watchdog's calls are the same on SQLite, which the tests above use, and this one takes 30 s."""
     project, marker = tmp_path / "project", tmp_path / "hung-once"
     started = time.monotonic()
     proc = cli("start", "--study", str(STALLING_STUDY), "--trials", "2", "--workers", "1", "--stall-timeout", "5",
