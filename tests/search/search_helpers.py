@@ -143,16 +143,27 @@ class StudyWatch:
 def start_losing_a_worker(args: list[str], url: str, name: str, cwd: Path) -> tuple[Any, StudyWatch]:
     """``search start ARGS --name NAME --storage URL`` in ``cwd`` (its log: ``cwd/start.log``), whose
     worker running the first trial to reach epoch 1 is SIGKILLed; waits for it to end, successfully.
-    Returns that trial as it ran, and a watch on the study."""
+    Returns that trial as it ran, and a watch on the study.
+
+    The worker is frozen (SIGSTOP) before it is killed, and killed only if its trial is still RUNNING
+    once frozen: a trial that finished between the read and the signal would leave nothing to retry."""
     import psutil
 
     start = spawn(["start", *args, "--name", name, "--storage", url], cwd, cwd / "start.log")
     try:
         watch = StudyWatch(url, name)
-        running = wait_for(lambda: watch.running_at(1), 120, "a trial to reach epoch 1")
-        pid = int(running.user_attrs["worker"].split(":")[1])
-        [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
-        victim.kill()
+        deadline = time.monotonic() + 120
+        while True:
+            left = deadline - time.monotonic()
+            running = wait_for(lambda: watch.running_at(1), max(left, 1), "a trial to reach epoch 1")
+            pid = int(running.user_attrs["worker"].split(":")[1])
+            [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
+            victim.suspend()
+            if watch.trial(running.number).state.name == "RUNNING":
+                victim.kill()
+                break
+            victim.resume()  # it finished in between: wait for another
+            assert time.monotonic() < deadline, "no trial stayed RUNNING long enough to be killed"
         assert start.wait(timeout=240) == 0, (cwd / "start.log").read_text()
     finally:
         stop(start)
