@@ -65,6 +65,7 @@ from storage._optuna_internals import (
 )
 from storage._paused import paused_trials, values_at
 from storage._project import DEFAULT_DIRNAME, check_writable, ensure_project_dir
+from storage._step_values import StepValues
 from storage._summary import (
     FinishWindow,
     StudyGlance,
@@ -129,6 +130,7 @@ __all__ = [
     "StorageError",
     "FinishWindow",
     "StudyGlance",
+    "StepValues",
     "StudyTrials",
     "fail_reasons",
     "finish_window",

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from storage._optuna_internals import rdb_models, trial_id, trial_time_columns
+from storage._step_values import StepValues
 
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage
@@ -46,6 +47,7 @@ class StudyTrials:
         self._view: tuple[list[int], list[FrozenTrial]] | None = None  # _listed(), until a read changes it
         self._others: dict[int, FrozenTrial] = {}
         self.own_system_attrs: dict[str, Any] = {}
+        self.complete_steps = StepValues()  # the complete trials' values by step, for the median rule
         self.fetched = 0  # trials read in full, for tests and benchmarks
 
     def report(self, trial_id: int, values: Mapping[int, float], *, refresh: bool, running: bool = True,
@@ -131,6 +133,8 @@ class StudyTrials:
         for tid, trial in fresh.items():
             if trial.state.is_finished():
                 self._finished[tid] = trial
+                if trial.state.name == "COMPLETE":
+                    self.complete_steps.add(trial.intermediate_values)
         if own_id is not None and own_attrs:
             rows = conn.execute(system_attrs_query(), {"trial": own_id})
             self.own_system_attrs = {key: json.loads(value) for key, value in rows}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING, Any
 
 import storage as st
@@ -19,19 +19,23 @@ if TYPE_CHECKING:
 
 class _StudyAsSeen:
     """The Optuna study as the pruner reads it: its trials from the worker's copy (``StudyTrials``),
-    its directions read once. Everything else is the study itself."""
+    listed only if the pruner asks for them, and the complete trials' values by step
+    (``complete_steps``, what the median rule reads instead); its directions read once. Everything
+    else is the study itself."""
 
-    def __init__(self, study: optuna.Study, trials: list[FrozenTrial], directions: list[Any]) -> None:
+    def __init__(self, study: optuna.Study, trials: Callable[[], list[FrozenTrial]], directions: list[Any],
+                 complete_steps: st.StepValues) -> None:  # fmt: skip
         self._study = study
-        self._trials = trials
+        self._list = trials
         self.directions = directions
         self.direction = directions[0]
+        self.complete_steps = complete_steps
         self._by_states: dict[Any, list[FrozenTrial]] = {}  # a decision asks twice (warm-up, rule): one pass
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
         key = None if states is None else tuple(states)  # type: ignore[arg-type]
         if key not in self._by_states:
-            self._by_states[key] = [t for t in self._trials if states is None or t.state in states]
+            self._by_states[key] = [t for t in self._list() if states is None or t.state in states]
         kept = self._by_states[key]
         return copy.deepcopy(kept) if deepcopy else list(kept)
 
@@ -124,7 +128,8 @@ class PruningHook:
             current = copy.copy(st.cached_frozen_trial(trial))  # params and values as this worker reported them
             if self._running:
                 current.system_attrs = self._trials.own_system_attrs  # rung records as stored
-            seen = _StudyAsSeen(study, self._trials.with_own(current), self._directions)
+            seen = _StudyAsSeen(study, lambda: self._trials.with_own(current), self._directions,
+                                self._trials.complete_steps)  # fmt: skip
             prune = study.pruner.prune(seen, current)  # type: ignore[arg-type]  # a study, as pruners read it
             self._last_asked, self.asked = epoch, self.asked + 1
             return prune

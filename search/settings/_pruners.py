@@ -258,22 +258,27 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
         self._startup, self._rho, self._interval, self._min_trials = startup, rho, interval, min_trials
         self._confidence = confidence
         self._seen = -1
-        self._inner: optuna.pruners.MedianPruner | None = None
+        self._inner: optuna.pruners.MedianPruner | None = None  # an IndexedMedian
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         from optuna.trial import TrialState
 
+        from search.settings._median_rule import IndexedMedian
         from storage import warmup_steps
 
-        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if len(complete) < max(self._startup, 3):
+        index = getattr(study, "complete_steps", None)  # a worker's: the count without a pass over the study
+        complete = None if index is not None else study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        count = index.trials if complete is None else len(complete)
+        if count < max(self._startup, 3):
             return False
-        if len(complete) != self._seen and (len(complete) <= WARMUP_EVERY_TRIAL or len(complete) >= 1.01 * self._seen):
-            self._seen = len(complete)
+        if count != self._seen and (count <= WARMUP_EVERY_TRIAL or count >= 1.01 * self._seen):
+            self._seen = count
+            if complete is None:
+                complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             epoch, rho = first_ranking_epoch(complete, self._rho, self._confidence)
             if self._inner is None or warmup_steps(self._inner) != epoch:
-                _record_first_rung(study, epoch, rho, len(complete), update=True)
-            self._inner = optuna.pruners.MedianPruner(
+                _record_first_rung(study, epoch, rho, count, update=True)
+            self._inner = IndexedMedian(
                 n_startup_trials=self._startup, n_warmup_steps=epoch, interval_steps=self._interval,
                 n_min_trials=self._min_trials,
             )  # fmt: skip

@@ -27,9 +27,10 @@ class Median(PrunerSpec):
     def built_types(cls) -> tuple[type, ...]:
         import optuna
 
+        from search.settings._median_rule import IndexedMedian
         from search.settings._pruners import AdaptiveMedian
 
-        return optuna.pruners.MedianPruner, AdaptiveMedian
+        return optuna.pruners.MedianPruner, IndexedMedian, AdaptiveMedian
 
     def check(self, search_epochs: int) -> None:
         self.check_ranking()
@@ -37,8 +38,7 @@ class Median(PrunerSpec):
             raise self.refuse("interval and min_trials must be >= 1")
 
     def build(self, search_epochs: int) -> BasePruner:
-        import optuna
-
+        from search.settings._median_rule import IndexedMedian
         from search.settings._pruners import AdaptiveMedian
 
         self.check(search_epochs)
@@ -47,7 +47,7 @@ class Median(PrunerSpec):
             return AdaptiveMedian(
                 opts["startup"], opts["rho"], max(1, opts["interval"]), max(1, opts["min_trials"]), opts["conf"]
             )
-        return optuna.pruners.MedianPruner(
+        return IndexedMedian(
             n_startup_trials=opts["startup"], n_warmup_steps=opts["warmup"], interval_steps=opts["interval"],
             n_min_trials=opts["min_trials"],
         )  # fmt: skip
@@ -58,7 +58,7 @@ class Median(PrunerSpec):
         # The adaptive one's warm-up follows the complete trials: every epoch.
         import optuna
 
-        if last_asked is None or type(pruner) is not optuna.pruners.MedianPruner:
+        if last_asked is None or not isinstance(pruner, optuna.pruners.MedianPruner):
             return True
         from storage import interval_steps, is_first_in_interval_step, warmup_steps
 
