@@ -76,7 +76,7 @@ from storage._summary import (
     retried_as,
     trial_objectives,
 )
-from storage._trials import StudyTrials, read_trials
+from storage._trials import StudyTrials, TrialList, read_trials
 from storage._urls import (
     describe,
     is_postgres,
@@ -132,6 +132,7 @@ __all__ = [
     "StudyGlance",
     "StepValues",
     "StudyTrials",
+    "TrialList",
     "fail_reasons",
     "finish_window",
     "glance",

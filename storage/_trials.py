@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 _CHUNK = 500  # trial ids per IN (...): under every database's limit on bound parameters
 
 
+class TrialList(list):  # type: ignore[type-arg]  # of FrozenTrial
+    """A study's trials as read, with ``unfinished``: those not finished when read, in id order (a
+    sampler that looks for running trials goes over these, not over every trial of a large study)."""
+
+    unfinished: list[FrozenTrial]
+
+
 class StudyTrials:
     """The trials of one study as of the last :meth:`report` that refreshed them, in trial order,
     all but the reporting trial itself (its reporter knows it): of that one only its system
@@ -68,7 +75,7 @@ class StudyTrials:
             if refresh:
                 self._refresh(session, trial_id, running, own_attrs)
 
-    def refresh(self, *, running: bool = True) -> list[FrozenTrial]:
+    def refresh(self, *, running: bool = True) -> TrialList:
         """Read what changed since the last read (a follower's view: no trial of its own); every trial.
 
         With ``running`` false, a running trial already read with its params is kept as read (its
@@ -81,7 +88,9 @@ class StudyTrials:
 
         with scoped_session(self._storage) as session:
             self._refresh(session, None, running, own_attrs=False)
-        return list(self._listed()[1])
+        listed = TrialList(self._listed()[1])
+        listed.unfinished = [self._others[tid] for tid in sorted(self._pending) if tid in self._others]
+        return listed
 
     def with_own(self, own: FrozenTrial) -> list[FrozenTrial]:
         """The study's trials as last read, with ``own`` (the reporting trial) in its place."""

@@ -44,10 +44,13 @@ class ByConcurrency(BaseSampler):
         # so a parallel search samples exactly as ``together`` alone would.
         # The claim's read of the study, just after it created this trial (Optuna's per-trial cache):
         # no second read of every trial on the way to each trial's start.
-        # Running trials are mostly the latest: looked for from the end, the study not copied.
+        # Running trials are mostly the latest: looked for from the end, the study not copied; in a
+        # worker's read (``storage.TrialList``), among the trials it read unfinished only.
         trials = cached_study_trials(study)
         others = any(t.number != trial.number for t in trials[:2])
-        alone = others and not any(t.state == TrialState.RUNNING and t.number != trial.number for t in reversed(trials))
+        looked = getattr(trials, "unfinished", None)
+        looked = reversed(trials) if looked is None else looked
+        alone = others and not any(t.state == TrialState.RUNNING and t.number != trial.number for t in looked)
         sampler = self.alone if alone else self.together
         if len(self._chosen) >= _KEPT:
             self._chosen.pop(next(iter(self._chosen)))

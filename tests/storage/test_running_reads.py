@@ -109,3 +109,22 @@ def test_the_reporting_trials_rung_records_are_read_only_when_asked_for(tmp_path
     finally:
         sqlalchemy.event.remove(backend.engine, "before_cursor_execute", seen)
     assert study._storage.get_trial(own._trial_id).intermediate_values == {1: 0.7, 2: 0.6}
+
+
+def test_a_read_lists_the_trials_it_found_unfinished_for_samplers_looking_for_running_ones(tmp_path) -> None:
+    study = _study(tmp_path)
+    first, second = study.ask(), study.ask()
+    study.tell(first, 1.0)
+    study.enqueue_trial({"x": 0.5})
+    third = study.ask()
+    study.ask()  # the queued one, running
+    study.enqueue_trial({"x": 0.75})
+    copy = storage.StudyTrials(study._storage._backend, study._study_id)
+    read = copy.refresh(running=False)
+    assert [t.number for t in read] == [0, 1, 2, 3, 4]
+    assert [t.number for t in read.unfinished] == [1, 2, 3, 4]
+    study.tell(second, 2.0)
+    study.tell(third, state=optuna.trial.TrialState.PRUNED)
+    read = copy.refresh(running=False)  # a read of what changed
+    assert [t.number for t in read.unfinished] == [3, 4]
+    assert [t.number for t in read.unfinished] == [t.number for t in read if not t.state.is_finished()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import optuna
 import pytest
@@ -199,3 +200,35 @@ def test_every_sampler_samples_through_a_workers_claim_and_suggestion(sampler, t
     assert [t.state.name for t in trials] == ["COMPLETE"] * 10
     assert all(set(t.params) == {"x", "lr"} for t in trials)
     assert len({t.params["x"] for t in trials}) > 5  # sampled past the start-up trials, not repeated
+
+
+@pytest.mark.parametrize("through_a_worker", [True, False])
+def test_the_default_tpe_samples_alone_only_when_no_other_trial_runs(tmp_path, through_a_worker):
+    """The joint model when a trial starts with no other running, the per-parameter one beside a
+    running trial and for the study's first; from a worker's read (``storage.TrialList``, which
+    looks among the unfinished trials only) as from Optuna's own."""
+    import storage
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", sampler=make_sampler("tpe:startup=3", seed=1))
+    sampler = study.sampler
+    copy = storage.StudyTrials(study._storage._backend, study._study_id)
+
+    def chosen(trial: optuna.Trial) -> Any:
+        frozen = storage.study_storage(study).get_trial(trial._trial_id)
+        storage.set_cached_trials(study, copy.refresh(running=False) if through_a_worker else None)
+        sampler.before_trial(study, frozen)
+        storage.set_cached_trials(study, None)
+        return sampler._of(frozen)
+
+    first = study.ask()
+    assert chosen(first) is sampler.together  # the study's first
+    study.tell(first, 1.0)
+    for value in (2.0, 3.0):
+        study.tell(study.ask(), value)
+    lone = study.ask()
+    assert chosen(lone) is sampler.alone
+    beside = study.ask()
+    assert chosen(beside) is sampler.together  # `lone` runs
+    study.tell(lone, 1.5)
+    study.tell(beside, 1.5)
+    assert chosen(study.ask()) is sampler.alone
