@@ -73,8 +73,12 @@ def test_decisions_are_the_median_pruners_on_random_studies(seed):
                               for _ in range(size)])  # fmt: skip
             seen = _Indexed(study)
             for _ in range(40):
-                options = {"n_startup_trials": rng.choice([0, 1, 5, 20]), "n_warmup_steps": rng.choice([0, 1, 3]),
-                           "interval_steps": rng.choice([1, 2, 3]), "n_min_trials": rng.choice([1, 3, 10, 60])}  # fmt: skip
+                options = {
+                    "n_startup_trials": rng.choice([0, 1, 5, 20]),
+                    "n_warmup_steps": rng.choice([0, 1, 3]),
+                    "interval_steps": rng.choice([1, 2, 3]),
+                    "n_min_trials": rng.choice([1, 3, 10, 60]),
+                }
                 running = create_trial(state=TrialState.RUNNING, intermediate_values=_curve(rng, rng.randint(0, 12)))
                 expected = optuna.pruners.MedianPruner(**options).prune(study, running)
                 assert IndexedMedian(**options).prune(seen, running) == expected, (options, running.intermediate_values)
