@@ -28,7 +28,8 @@ def percentile_of_sorted(values: list[float], q: float) -> float:
 
     numpy reads the two values around the virtual index ``(n - 1) * q / 100`` and interpolates as
     its ``_lerp`` does (from the upper one when the weight is at least a half); so does this, in the
-    same float operations, so the result is the same number, infinities and NaN included.
+    same float operations, so the result is the same number, infinities and NaN included (a zero's
+    sign aside: numpy may read -0.0 where this reads 0.0, equal values).
     """
     n = len(values)
     if n == 0:
