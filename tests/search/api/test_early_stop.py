@@ -42,17 +42,17 @@ def _counts(warm_cli, cwd, *where):
 @pytest.mark.slow
 def test_timeout_starts_no_new_trial_and_the_same_command_goes_on(cli, tmp_path, warm_cli, study_url):
     where = ("--storage", study_url)  # the embedded SQLite file and a real PostgreSQL database
-    proc = cli("start", *QUICK, *where, "--trials", "16", "--timeout", "6s", cwd=tmp_path, check=True)
+    proc = cli("start", *QUICK, *where, "--trials", "12", "--timeout", "6s", cwd=tmp_path, check=True)
     status = _counts(warm_cli, tmp_path, *where)
-    assert 1 <= status["finished"] < 16 and status["running"] == status["waiting"] == 0
+    assert 1 <= status["finished"] < 12 and status["running"] == status["waiting"] == 0
     assert status["budget"] == status["finished"] and status["done"]
-    assert status["ended_early"] == {"reason": "--timeout 6 s passed", "asked": 16, "claimed": status["finished"]}
-    assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 16 asked" in (
+    assert status["ended_early"] == {"reason": "--timeout 6 s passed", "asked": 12, "claimed": status["finished"]}
+    assert f"the search ended early: --timeout 6 s passed; no new trial after {status['finished']} of the 12 asked" in (
         proc.stdout)  # fmt: skip
-    again = cli("start", *QUICK, *where, "--trials", "16", cwd=tmp_path, check=True)  # no limit this time
+    again = cli("start", *QUICK, *where, "--trials", "12", cwd=tmp_path, check=True)  # no limit this time
     assert "ended early" not in again.stdout
     status = _counts(warm_cli, tmp_path, *where)
-    assert (status["finished"], status["budget"], status["complete"]) == (16, 16, 16)
+    assert (status["finished"], status["budget"], status["complete"]) == (12, 12, 12)
     assert status["ended_early"] is None  # the new run went on to its budget
 
 

@@ -23,31 +23,31 @@ def _points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
 
 
 @pytest.mark.slow
-def test_every_point_runs_exactly_once_with_two_workers(cli, tmp_path):
+def test_every_point_runs_exactly_once_with_two_workers(cli, warm_cli, tmp_path):
     proc = cli("start", "--study", str(SLEEP_STUDY), *GRID, "--workers", "2", *QUICK,
                "--study-option", "epoch_seconds=0.4", cwd=tmp_path, check=True)  # fmt: skip
     assert "budget 6 trials" in proc.stdout  # no --trials: the grid's size
     assert (
         "  grid: 6 points (values per parameter: lr 2, x 3); each runs once, in the order --seed 0 fixes" in proc.stdout
     )
-    rows = json.loads(cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
+    rows = json.loads(warm_cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
     assert sorted(_points(rows)) == sorted(POINTS) and len(rows) == 6
     assert len({r["worker"] for r in rows}) == 2, rows  # both workers took points
-    status = cli("status", "--name", "sleep", cwd=tmp_path, check=True).stdout
+    status = warm_cli("status", "--name", "sleep", cwd=tmp_path, check=True).stdout
     assert "  grid search: 6 points (values per parameter: lr 2, x 3); 0 queued" in status
 
 
 @pytest.mark.slow
-def test_a_budget_below_the_grid_runs_a_prefix_and_a_larger_one_the_rest(cli, tmp_path):
+def test_a_budget_below_the_grid_runs_a_prefix_and_a_larger_one_the_rest(cli, warm_cli, tmp_path):
     """The first --trials points in the seed's order; resuming with the whole budget (the grid is
     the stored one: no --grid needed) runs the other points, none twice."""
     cli("start", "--study", str(SLEEP_STUDY), *GRID, "--trials", "2", "--workers", "1", *QUICK,
         "--study-option", "epoch_seconds=0", cwd=tmp_path, check=True)  # fmt: skip
-    first = _points(json.loads(cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout))
+    first = _points(json.loads(warm_cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout))
     again = cli("start", "--study", str(SLEEP_STUDY), "--trials", "6", "--workers", "1", *QUICK,
                 "--study-option", "epoch_seconds=0", cwd=tmp_path, check=True)  # fmt: skip
     assert "--trials: budget 2 -> 6" in again.stdout
-    rows = json.loads(cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
+    rows = json.loads(warm_cli("trials", "--name", "sleep", "--json", cwd=tmp_path, check=True).stdout)
     assert len(first) == 2 and _points(rows)[:2] == first
     assert sorted(_points(rows)) == sorted(POINTS) and len(rows) == 6
 

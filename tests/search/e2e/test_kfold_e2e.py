@@ -16,7 +16,7 @@ CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 64, "depth": 1, "dropout": 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_a_kfold_search_values_trials_by_their_folds_mean(cli, tmp_path, request, backend):
+def test_a_kfold_search_values_trials_by_their_folds_mean(cli, warm_cli, tmp_path, request, backend):
     storage = ["--storage", request.getfixturevalue("pg_url")] if backend == "postgres" else []
     retrain = backend == "sqlite"  # the retrain reads the same trial whatever stores it: once is enough
     (tmp_path / "known.json").write_text(json.dumps(CONFIGS))
@@ -30,14 +30,14 @@ def test_a_kfold_search_values_trials_by_their_folds_mean(cli, tmp_path, request
     if retrain:
         assert "epochs, on all 3 folds' rows, to the folds' mean best epoch (" in proc.stdout
         assert "is the new champion" in proc.stdout
-    rows = json.loads(cli("trials", "--study", "resmlp", "--json", *storage, cwd=tmp_path, check=True).stdout)
+    rows = json.loads(warm_cli("trials", "--study", "resmlp", "--json", *storage, cwd=tmp_path, check=True).stdout)
     assert [r["state"] for r in rows] == ["COMPLETE"] * 3, rows
     assert len({r["worker"] for r in rows}) == 2  # both workers trained
     for row in rows:
         folds = [row["extra"][f"fold_{k}_val_loss"] for k in range(3)]
         assert row["value"] == pytest.approx(sum(folds) / 3) == row["extra"]["val_loss_fold_mean"]
         assert row["epochs"] == sum(row["extra"][f"fold_{k}_epochs"] for k in range(3)) >= 3
-    best = json.loads(cli("best", "--study", "resmlp", "--json", *storage, cwd=tmp_path, check=True).stdout)
+    best = json.loads(warm_cli("best", "--study", "resmlp", "--json", *storage, cwd=tmp_path, check=True).stdout)
     assert best["value"] == min(r["value"] for r in rows)
     assert best["folds"] == [rows[best["trial"]]["extra"][f"fold_{k}_val_loss"] for k in range(3)]
     assert (best["champion"] is not None) == retrain

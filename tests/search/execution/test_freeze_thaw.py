@@ -14,7 +14,7 @@ RANKED_STUDY = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
 pytestmark = pytest.mark.slow
 
 
-def _check_freeze_thaw(workdir: Path, storage: str, proc, cli, env) -> None:
+def _check_freeze_thaw(workdir: Path, storage: str, proc, warm_cli, env) -> None:
     import optuna
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -55,9 +55,9 @@ def _check_freeze_thaw(workdir: Path, storage: str, proc, cli, env) -> None:
     assert complete and all(len(t.intermediate_values) == 4 for t in complete)
     checkpoints = workdir / ".search" / "checkpoints" / "ranked"
     assert not list(checkpoints.glob("trial-*")), "checkpoints of finished or abandoned paused trials were kept"
-    listing = cli("trials", "--name", "ranked", cwd=workdir, env=env, check=True).stdout
+    listing = warm_cli("trials", "--name", "ranked", cwd=workdir, env=env, check=True).stdout
     assert "PAUSED" in listing and "resumed as trial" in listing
-    rows = json.loads(cli("trials", "--name", "ranked", "--json", cwd=workdir, env=env, check=True).stdout)
+    rows = json.loads(warm_cli("trials", "--name", "ranked", "--json", cwd=workdir, env=env, check=True).stdout)
     assert sum("paused_at" in r["extra"] for r in rows) == sum(t.state.name == "PRUNED" for t in trials)
 
 
@@ -66,13 +66,13 @@ def _start(cli, workdir: Path, env: dict[str, str]):
                "asha:min=1,factor=2", "--no-retrain", cwd=workdir, env=env, timeout=300)  # fmt: skip
 
 
-def test_trials_pause_and_resume_from_their_checkpoints_on_sqlite(cli, tmp_path):
+def test_trials_pause_and_resume_from_their_checkpoints_on_sqlite(cli, warm_cli, tmp_path):
     proc = _start(cli, tmp_path, {})
-    _check_freeze_thaw(tmp_path, f"sqlite:///{tmp_path}/.search/optuna.db", proc, cli, {})
+    _check_freeze_thaw(tmp_path, f"sqlite:///{tmp_path}/.search/optuna.db", proc, warm_cli, {})
 
 
 @pytest.mark.postgres
-def test_trials_pause_and_resume_from_their_checkpoints_on_postgres(cli, tmp_path, pg_url):
+def test_trials_pause_and_resume_from_their_checkpoints_on_postgres(cli, warm_cli, tmp_path, pg_url):
     env = {"SEARCH_STORAGE": pg_url}
     proc = _start(cli, tmp_path, env)
-    _check_freeze_thaw(tmp_path, pg_url, proc, cli, env)
+    _check_freeze_thaw(tmp_path, pg_url, proc, warm_cli, env)

@@ -33,7 +33,7 @@ def _live_missing(watch: StudyWatch, root: Path) -> list[int]:
     return [t.number for t in watch.trials() if t.number in gone and t.state.name == "RUNNING"]
 
 
-def test_evicted_paused_trials_end_pruned_and_live_checkpoints_stay(cli, tmp_path, pg_url):
+def test_evicted_paused_trials_end_pruned_and_live_checkpoints_stay(warm_cli, tmp_path, pg_url):
     root = tmp_path / ".search" / "checkpoints" / "ft-disk"
     args = ["start", "--study", str(RANKED_STUDY), "--name", "ft-disk", "--trials", "8", "--workers", "2",
             "--heartbeat-interval", "1", "--grace-period", str(GRACE_S), "--pruner",
@@ -65,8 +65,8 @@ def test_evicted_paused_trials_end_pruned_and_live_checkpoints_stay(cli, tmp_pat
     for t in resumptions:  # each went on from the checkpoint kept at its pause: none was evicted from under it
         assert t.user_attrs["resumed_from_epoch"] == by_number[t.user_attrs["resumed_from"]].user_attrs["paused_at"]
     assert f"{len(evicted)} paused whose checkpoints were evicted (asha:disk)" in log
-    assert "checkpoint evicted (disk bound)" in cli("trials", "--name", "ft-disk", "--storage", pg_url,
-                                                    cwd=tmp_path, check=True).stdout  # fmt: skip
+    assert "checkpoint evicted (disk bound)" in warm_cli("trials", "--name", "ft-disk", "--storage", pg_url,
+                                                         cwd=tmp_path, check=True).stdout  # fmt: skip
     run = mlflow_runs(tmp_path / ".search")[evicted[0].user_attrs["mlflow_run_id"]]
     assert run.data.tags["hpsearch.state"] == "PRUNED" and run.data.tags["hpsearch.paused_evicted"]
     assert not list(root.glob("trial-*")), "checkpoints were left behind"

@@ -14,7 +14,7 @@ RANKED_STUDY = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
 
 
 @pytest.mark.slow
-def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, tmp_path):
+def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, warm_cli, tmp_path):
     import optuna
 
     from search.settings._freeze_thaw import trained_at
@@ -53,9 +53,9 @@ def test_bottom_trials_go_on_as_perturbed_copies_of_top_ones(cli, tmp_path):
         assert run.data.tags["hpsearch.pbt_parent"] == str(copy.user_attrs["pbt_parent"])
     assert sum("pbt_parent" in t.user_attrs for t in trials) == len(replaced)
     assert not list((tmp_path / ".search" / "checkpoints" / "ranked").glob("trial-*"))
-    listing = cli("trials", "--name", "ranked", cwd=tmp_path, check=True).stdout
+    listing = warm_cli("trials", "--name", "ranked", cwd=tmp_path, check=True).stdout
     assert "REPLACED" in listing
-    cli("report", "--name", "ranked", "--no-mlflow", "--output", "report.html", cwd=tmp_path, check=True)
+    warm_cli("report", "--name", "ranked", "--no-mlflow", "--output", "report.html", cwd=tmp_path, check=True)
     page = (tmp_path / "report.html").read_text()
     assert f"Population-based training: {len(replaced)} copies." in page
 

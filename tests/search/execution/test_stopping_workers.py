@@ -24,7 +24,7 @@ from search_helpers import FAST, SLEEP_STUDY, StudyWatch, assert_exact_budget, s
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_ctrl_c_leaves_nothing_running_and_the_same_command_resumes(pg_url, tmp_path, cli):
-    args = ["start", "--study", str(SLEEP_STUDY), "--name", "ctrlc", "--trials", "3", "--workers", "2", *FAST,
+    args = ["start", "--study", str(SLEEP_STUDY), "--name", "ctrlc", "--trials", "2", "--workers", "2", *FAST,
             "--study-option", "epochs=6", "--study-option", "epoch_seconds=0.6", "--storage", pg_url]  # fmt: skip
     # A terminal's Ctrl-C reaches every process of the foreground group: `search start` and its workers.
     start = spawn(args, tmp_path, tmp_path / "start.log", start_new_session=True)
@@ -41,7 +41,7 @@ def test_ctrl_c_leaves_nothing_running_and_the_same_command_resumes(pg_url, tmp_
     again = cli(*args, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     trials = watch.trials()
-    assert_exact_budget(trials, 3)
+    assert_exact_budget(trials, 2)
     [resumed] = [t for t in trials if t.system_attrs.get("failed_trial") == advanced.number]
     assert resumed.state.name == "COMPLETE" and resumed.user_attrs["resumed_from_epoch"] >= 2
 
@@ -55,7 +55,7 @@ def test_sigterm_stops_search_start_and_every_process_it_started(pg_url, tmp_pat
     import psutil
 
     name = f"stopped-{signum.name.lower()}"
-    args = ["start", "--study", str(SLEEP_STUDY), "--name", name, "--trials", "3", "--workers", "2", *FAST,
+    args = ["start", "--study", str(SLEEP_STUDY), "--name", name, "--trials", "2", "--workers", "2", *FAST,
             "--study-option", "epochs=6", "--study-option", "epoch_seconds=0.6", "--storage", pg_url]  # fmt: skip
     start = spawn(args, tmp_path, tmp_path / "start.log")
     tree: list[Any] = []
@@ -83,7 +83,7 @@ def test_sigterm_stops_search_start_and_every_process_it_started(pg_url, tmp_pat
     if signum == signal.SIGTERM:  # the same command resumes and spends the budget exactly
         again = cli(*args, cwd=tmp_path, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr
-        assert_exact_budget(watch.trials(), 3)
+        assert_exact_budget(watch.trials(), 2)
 
 
 @pytest.mark.postgres
