@@ -22,6 +22,7 @@ from storage._mlflow import (
 from storage._optuna import check_connection, explain_db_error, has_optuna_tables, open_optuna_storage
 from storage._optuna_internals import (
     INDEXES,
+    best_intermediate_value,
     bind_of,
     bound_to,
     bracket_id,
@@ -101,6 +102,7 @@ __all__ = [
     "filter_study",
     "hyperband_brackets",
     "interval_steps",
+    "best_intermediate_value",
     "is_first_in_interval_step",
     "is_promotable",
     "min_early_stopping_rate",

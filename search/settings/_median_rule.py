@@ -11,10 +11,8 @@ the same decisions (``tests/search/settings/test_median_rule.py``). Given a stud
 from __future__ import annotations
 
 import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import optuna
 
 if TYPE_CHECKING:
@@ -50,13 +48,6 @@ def percentile_of_sorted(values: list[float], q: float) -> float:
     return a + diff * gamma
 
 
-def _best_of(trial: FrozenTrial, maximize: bool) -> float:
-    values = np.asarray(list(trial.intermediate_values.values()), dtype=float)
-    with warnings.catch_warnings():  # all NaN: NaN, as Optuna's own
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(np.nanmax(values) if maximize else np.nanmin(values))
-
-
 class IndexedMedian(optuna.pruners.MedianPruner):
     """``MedianPruner`` that reads a study's ``complete_steps`` (a ``StepValues``) when it has one."""
 
@@ -79,7 +70,7 @@ class IndexedMedian(optuna.pruners.MedianPruner):
 
     def decide(self, index: StepValues, direction: Any, trial: FrozenTrial) -> bool:
         """``MedianPruner.prune``'s answer, step for step, from ``index``."""
-        from storage import is_first_in_interval_step
+        from storage import best_intermediate_value, is_first_in_interval_step
 
         if index.trials == 0 or index.trials < self.startup:
             return False
@@ -88,12 +79,12 @@ class IndexedMedian(optuna.pruners.MedianPruner):
             return False
         if not is_first_in_interval_step(step, trial.intermediate_values.keys(), self.warmup, self.interval):
             return False
-        maximize = direction == optuna.study.StudyDirection.MAXIMIZE
-        best = _best_of(trial, maximize)
+        best = best_intermediate_value(trial, direction)
         if math.isnan(best):
             return True
         if index.reported(step) < self.min_trials:
             return False
+        maximize = direction == optuna.study.StudyDirection.MAXIMIZE
         median = percentile_of_sorted(index.sorted_at(step), 100 - 50.0 if maximize else 50.0)
         if math.isnan(median):
             return False

@@ -39,6 +39,7 @@ def _installed() -> str:
 check_optuna_version(_installed())  # the distribution's metadata: Optuna itself is imported only when used
 
 from storage._optuna_internals._access import (  # noqa: E402 - after the check: they are written for those versions
+    best_intermediate_value,
     bracket_id,
     cached_frozen_trial,
     cached_study_trials,
@@ -105,6 +106,7 @@ __all__ = [
     "finish_trial",
     "hyperband_brackets",
     "interval_steps",
+    "best_intermediate_value",
     "is_first_in_interval_step",
     "is_promotable",
     "min_early_stopping_rate",

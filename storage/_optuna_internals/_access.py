@@ -94,6 +94,13 @@ def interval_steps(pruner: optuna.pruners.PercentilePruner) -> int:
     return pruner._interval_steps
 
 
+def best_intermediate_value(trial: FrozenTrial, direction: Any) -> float:
+    """The percentile rules' best of a trial's reported values (NaN if none is a number)."""
+    from optuna.pruners._percentile import _get_best_intermediate_result_over_steps
+
+    return float(_get_best_intermediate_result_over_steps(trial, direction))
+
+
 def is_first_in_interval_step(step: int, steps: Any, warmup: int, interval: int) -> bool:
     """The median and percentile rules' test of whether they decide at ``step``."""
     from optuna.pruners._percentile import _is_first_in_interval_step
