@@ -291,8 +291,13 @@ def _run_script(study: str, options: dict[str, Any], seed: int, trials: int, pro
         journal = Path(tmp) / "journal.log"
         outs = [Path(tmp) / f"trials-{index}.json" for index in range(processes)]
         flags = ["--study", study, "--options", json.dumps(options), "--trials", str(trials), "--storage", str(journal)]
+        # Each process gets its share of the cores, as the service's workers do: W processes with
+        # torch's default threads each oversubscribe the machine and crawl.
+        from search.execution._machine import worker_threads
+
+        env = {**os.environ, "OMP_NUM_THREADS": worker_threads(processes, [])}
         procs = [subprocess.Popen([sys.executable, __file__, "_script", *flags, "--seed", str(seed + 7919 * index),
-                                   "--json", str(out), *(["--eager"] if eager else [])], cwd=ROOT)
+                                   "--json", str(out), *(["--eager"] if eager else [])], cwd=ROOT, env=env)
                  for index, out in enumerate(outs)]  # fmt: skip
         if any(proc.wait() != 0 for proc in procs):
             raise SystemExit("a script process failed")
@@ -303,6 +308,7 @@ def _run_script(study: str, options: dict[str, Any], seed: int, trials: int, pro
 def script_main(args: argparse.Namespace) -> None:
     """The baseline a user would write: plain Optuna around the same study's model, data and trainer."""
     import optuna
+    import torch
 
     import studies
     import trainer
@@ -337,7 +343,9 @@ def script_main(args: argparse.Namespace) -> None:
     study.optimize(objective, n_trials=args.trials, catch=(Exception,),
                    callbacks=[MaxTrialsCallback(args.trials, states=None)])  # fmt: skip
     done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
-    Path(args.json).write_text(json.dumps([_record(t) for t in sorted(done, key=lambda t: t.number)[: args.trials]]))
+    threads = torch.get_num_threads()  # each record says what its process trained with
+    records = [{**_record(t), "threads": threads} for t in sorted(done, key=lambda t: t.number)[: args.trials]]
+    Path(args.json).write_text(json.dumps(records))
 
 
 def _record(trial: Any) -> dict[str, Any]:

@@ -132,6 +132,10 @@ def test_optuna_parallel_mode_runs_the_script_in_w_processes_on_one_storage_with
     trials = bench._run_script(sleep, {"epoch_seconds": 0.05, "epochs": 2}, seed=0, trials=6, processes=2)
     assert sorted(t["number"] for t in trials) == list(range(6))
     assert all(t["state"] in ("COMPLETE", "PRUNED") for t in trials)
+    # each process trains on its share of the cores, as a service worker does, not on all of them
+    from search.execution._machine import worker_threads
+
+    assert {t["threads"] for t in trials} == {int(worker_threads(2, []))}
 
 
 @pytest.mark.slow
