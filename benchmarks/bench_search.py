@@ -106,7 +106,6 @@ def spec_strategy(name: str) -> Strategy:
     sampler, pruner, *rest = name.split("+")
     patience = SearchSettings().patience
     thaw = spare = 0.0
-    spare_at = False
     for extra in rest:
         key, _, value = extra.partition("=")
         if key == "patience":
@@ -115,13 +114,11 @@ def spec_strategy(name: str) -> Strategy:
             thaw = float(value)
         elif key == "spare":
             spare = float(value)
-        elif key == "spareat":  # experimental: the top fraction at the trial's own epoch
-            spare, spare_at = float(value), True
         else:
             raise SystemExit(
                 f"bad strategy {name!r}: expected SAMPLER+PRUNER[+patience=EPOCHS|auto|off][+thaw=F][+spare=F]"
             )
-    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw, spare=spare, spare_at=spare_at)
+    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw, spare=spare)
 
 
 def _script_study(problem: Any, seed: int, storage: Any = None, eager: bool = False) -> Any:

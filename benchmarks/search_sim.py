@@ -60,9 +60,6 @@ class Strategy:
     """``--patience`` never ends a trial whose best value so far is within this top fraction of the
     complete trials' values (0: it spares none): a flat trial that may still hold the best model
     runs on; the compute is saved only on flat trials out of contention."""
-    spare_at: bool = False
-    """With ``spare``: compare with the complete trials' bests up to the stalled trial's own epoch,
-    not with their final values."""
 
 
 @dataclass
@@ -195,14 +192,9 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         push(now, number, curve, epoch + 1)
         return True
 
-    def in_contention(value: float, epoch: int) -> bool:
+    def in_contention(value: float) -> bool:
         """Within the top ``strategy.spare`` fraction of the complete trials (none complete: no)."""
-        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if strategy.spare_at:
-            values = sorted(min(v for s, v in t.intermediate_values.items() if s <= epoch) for t in complete
-                            if epoch in t.intermediate_values)  # fmt: skip
-        else:
-            values = sorted(t.value for t in complete)
+        values = sorted(t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
         return bool(values) and value <= values[min(len(values), max(1, math.ceil(strategy.spare * len(values)))) - 1]
 
     def start(now: float) -> bool:
@@ -242,7 +234,7 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
         if stalled and strategy.spare:
-            stalled = not in_contention(min(curve.values[:epoch]), epoch)
+            stalled = not in_contention(min(curve.values[:epoch]))
         if not pruned and epoch < problem.epochs and not stalled:
             push(now, trial, curve, epoch + 1)
             if idle and pausing is not None and epoch in study.pruner.rungs:  # a rung filled: one may resume
