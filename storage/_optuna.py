@@ -100,7 +100,6 @@ def open_optuna_storage(
     read, 0.3-0.6 s of a worker's start) is made only if something asks for it. Opened in full, the
     project's indexes on Optuna's tables are made if missing (``storage._optuna_internals.INDEXES``).
     """
-    from optuna.storages import RDBStorage
 
     url = normalize_db_url(url)
     if is_sqlite(url):
@@ -119,7 +118,7 @@ def open_optuna_storage(
         )
     try:
         with versions_on_demand() if schema_checked else nullcontext():
-            storage = RDBStorage(url, **kwargs)
+            storage = _first_open(url, kwargs)
         if not schema_checked:
             check_schema(storage, url)
     except (DBAPIError, SQLAlchemyError) as exc:
@@ -133,6 +132,29 @@ def open_optuna_storage(
         ping_when_idle(storage.engine)
         close_at_exit(storage.engine)
     return storage
+
+
+_CREATION_RACE = ("already exists", "alembic_version", "duplicate key", "database is locked")
+"""What the loser of two processes creating Optuna's tables in one new database at once sees."""
+
+
+def _first_open(url: str, kwargs: dict[str, Any], attempts: int = 5) -> RDBStorage:
+    """``RDBStorage(url, **kwargs)``; when another process creates Optuna's tables in a new database
+    at the same moment (``search start`` beside ``search status`` in a fresh project), the loser's
+    ``CREATE TABLE`` or schema-version row fails (``_CREATION_RACE``): the winner's tables are there
+    once it commits, so open again."""
+    import time
+
+    from optuna.storages import RDBStorage
+
+    for attempt in range(attempts):
+        try:
+            return RDBStorage(url, **kwargs)
+        except (DBAPIError, SQLAlchemyError) as exc:
+            if attempt == attempts - 1 or not any(sign in str(exc) for sign in _CREATION_RACE):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def check_schema(storage: RDBStorage, url: str) -> None:
