@@ -25,6 +25,12 @@ class Tpe(SamplerSpec):
         ),  # fmt: skip
         "group": Option(bool, False, "split conditional spaces into groups (multivariate only)"),
         "liar": Option(bool, True, "constant liar: running trials count as bad, so parallel workers spread out"),
+        "believe": Option(
+            bool,
+            False,
+            "a running trial that has reported counts as complete, at the final value its curve ranks "
+            "it at among the complete trials (where that epoch ranks them); the others stay bad",
+        ),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
         "window": Option(
             int,
@@ -58,6 +64,10 @@ class Tpe(SamplerSpec):
 
         built = ByConcurrency(alone=tpe(True), together=tpe(False)) if opts["multivariate"] == "auto" else None
         sampler = built or tpe(opts["multivariate"])
+        if opts["believe"]:
+            from search.settings._believer import Believer
+
+            sampler = Believer(sampler)
         return Windowed(sampler, opts["window"]) if opts["window"] else sampler
 
     def describe(self) -> str:
@@ -65,4 +75,6 @@ class Tpe(SamplerSpec):
         models = {"auto": "joint model alone, per-parameter beside running trials", True: "joint model"}
         model = models.get(s["multivariate"], "per-parameter model")
         window = f", over at most {s['window']} finished trials" if s["window"] else ""
-        return f"TPE ({model}{', constant liar' if s['liar'] else ''}, {s['startup']} random trials first{window})"
+        liar = ", constant liar" if s["liar"] else ""
+        liar += ", running trials believed from their curves" if s["believe"] else ""
+        return f"TPE ({model}{liar}, {s['startup']} random trials first{window})"
