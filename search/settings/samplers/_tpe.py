@@ -26,10 +26,11 @@ class Tpe(SamplerSpec):
         "group": Option(bool, False, "split conditional spaces into groups (multivariate only)"),
         "liar": Option(bool, True, "constant liar: running trials count as bad, so parallel workers spread out"),
         "believe": Option(
-            bool,
-            False,
-            "a running trial that has reported counts as complete, at the final value its curve ranks "
-            "it at among the complete trials (where that epoch ranks them); the others stay bad",
+            int,
+            3,
+            "once this many trials run beside the one sampled, each that has reported counts as "
+            "complete, at the final value its curve ranks it at among the complete trials (where "
+            "that epoch ranks them), not as bad; 0: never",
         ),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
         "window": Option(
@@ -43,6 +44,9 @@ class Tpe(SamplerSpec):
     @classmethod
     def parse(cls, text: str) -> Any:
         spec = super().parse(text)
+        if spec["believe"] < 0:
+            raise SearchError(f"bad value {spec['believe']} for sampler option tpe:believe in {text!r}: "
+                              "0 (never) or the running trials from which it believes them")  # fmt: skip
         if 0 < spec["window"] < spec["startup"]:  # the model would never see its start-up trials
             raise SearchError(f"bad value {spec['window']} for sampler option tpe:window in {text!r}: "
                               f"0 (no window) or at least startup ({spec['startup']})")  # fmt: skip
@@ -67,7 +71,7 @@ class Tpe(SamplerSpec):
         if opts["believe"]:
             from search.settings._believer import Believer
 
-            sampler = Believer(sampler)
+            sampler = Believer(sampler, beside=opts["believe"])
         return Windowed(sampler, opts["window"]) if opts["window"] else sampler
 
     def describe(self) -> str:
@@ -76,5 +80,5 @@ class Tpe(SamplerSpec):
         model = models.get(s["multivariate"], "per-parameter model")
         window = f", over at most {s['window']} finished trials" if s["window"] else ""
         liar = ", constant liar" if s["liar"] else ""
-        liar += ", running trials believed from their curves" if s["believe"] else ""
+        liar += f", running trials believed from their curves once {s['believe']} run" if s["believe"] else ""
         return f"TPE ({model}{liar}, {s['startup']} random trials first{window})"

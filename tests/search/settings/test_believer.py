@@ -1,5 +1,5 @@
-"""``tpe:believe``: a running trial that has reported is read as complete, at the final value its
-curve so far ranks it at among the complete trials, where that epoch ranks them."""
+"""``tpe:believe``: once enough trials run, a running trial that has reported is read as complete,
+at the final value its curve so far ranks it at among the complete trials, where that epoch ranks them."""
 
 from __future__ import annotations
 
@@ -88,16 +88,43 @@ def _search(sampler_text: str, workers: int, n: int = 30) -> list[float]:
 
 
 def test_with_one_worker_it_samples_as_tpe_does():
-    assert _search("tpe:believe=true", 1) == _search("tpe", 1)
+    assert _search("tpe", 1) == _search("tpe:believe=0", 1) == _search("tpe:believe=1", 1)
 
 
-def test_beside_running_trials_it_samples_otherwise_and_the_spec_says_so():
-    assert _search("tpe:believe=true", 3) != _search("tpe", 3)
+def test_it_believes_once_enough_trials_run_beside():
+    # Three workers: two run beside each trial sampled, below the default's 3.
+    assert _search("tpe", 3) == _search("tpe:believe=0", 3) != _search("tpe:believe=1", 3)
+    assert _search("tpe", 6) != _search("tpe:believe=0", 6)
+    trials = _complete([0.1, 0.2, 0.3, 0.4])
+    running = [_trial(4, TrialState.RUNNING, {1: 1.05}), _trial(5, TrialState.RUNNING, {})]
+    assert believe([*trials, *running], 9, True, 0.8, beside=3)[4].state == TrialState.RUNNING
+    assert believe([*trials, *running], 9, True, 0.8, beside=2)[4].state == TrialState.COMPLETE
+
+
+def test_the_spec_says_so_and_refuses_a_negative_count():
+    from search.exceptions import SearchError
     from search.settings import parse_sampler
 
-    assert "believed" in parse_sampler("tpe:believe=true").describe()
+    assert "believed from their curves once 3 run" in parse_sampler("tpe").describe()
+    assert "believed" not in parse_sampler("tpe:believe=0").describe()
+    with pytest.raises(SearchError, match="tpe:believe"):
+        parse_sampler("tpe:believe=-1")
 
 
-@pytest.mark.parametrize("text", ["tpe:believe=true", "tpe:believe=true,window=0,multivariate=true"])
+@pytest.mark.parametrize("text", ["tpe:believe=1", "tpe:believe=1,window=0,multivariate=true"])
 def test_it_builds_with_and_without_the_window(text):
     assert _search(text, 2, n=15)
+
+
+def test_what_one_read_keeps_for_the_next_does_not_change_what_is_believed():
+    from search.settings._believer import Seen
+
+    seen = Seen()
+    trials = _complete([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    running = _trial(19, TrialState.RUNNING, {1: 1.07})
+    assert believe([*trials, running], 20, True, 0.8, seen=seen)[-1].value == 0.1
+    # One more complete trial, first at epoch 1 and fifth at the end (the epoch still ranks: 0.83):
+    # the running curve is now second of nine at epoch 1.
+    more = [*trials, _trial(8, TrialState.COMPLETE, {1: 1.05, 2: 0.45}, 0.45)]
+    kept = believe([*more, running], 20, True, 0.8, seen=seen)[-1].value
+    assert kept == believe([*more, running], 20, True, 0.8)[-1].value == 0.2
