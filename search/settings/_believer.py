@@ -20,7 +20,8 @@ class Believer(BaseSampler):
     trial that has reported, at an epoch that ranks the complete trials (Spearman of their best so
     far there with their final values at least ``rho``), as complete: its value is the final value
     found at the same rank among the complete trials that reported at that epoch. The others stay
-    running (the constant liar's bad value).
+    running (the constant liar's bad value), and so do all of them in a study with constraints,
+    whose values a running trial does not have yet.
 
     With many workers most of what the study knows is in the running trials' curves; the constant
     liar alone counts all of them as bad. On LCBench's curves (simulated) believing them found better
@@ -104,6 +105,8 @@ def believe(trials: list[Any], number: int, minimize: bool, rho: float, beside: 
     running = [t for t in others if t.intermediate_values]
     if not running or len(others) < beside:
         return trials
+    if any(t.constraints for t in trials if t.state == TrialState.COMPLETE):
+        return trials  # a running trial's constraints are not known until it ends: the liar's
     sign = 1.0 if minimize else -1.0
     seen = seen or Seen()
     complete = seen.complete(trials, sign)

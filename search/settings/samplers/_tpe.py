@@ -30,7 +30,7 @@ class Tpe(SamplerSpec):
             3,
             "once this many trials run beside the one sampled, each that has reported counts as "
             "complete, at the final value its curve ranks it at among the complete trials (where "
-            "that epoch ranks them), not as bad; 0: never",
+            "that epoch ranks them), not as bad; 0: never (nor in a study with constraints)",
         ),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
         "window": Option(

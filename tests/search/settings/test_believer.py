@@ -63,6 +63,15 @@ def test_nothing_is_believed_where_the_epoch_does_not_rank_or_too_few_reported()
     assert believe(trials, 4, True, 0.8) is trials  # the trial being sampled is never believed
 
 
+def test_a_study_with_constraints_is_not_believed():
+    from storage import constraint_key
+
+    trials = _complete([0.1, 0.2, 0.3, 0.4])
+    trials[0].system_attrs[constraint_key("latency_ms")] = -1.0  # feasible; a running trial has none yet
+    listed = [*trials, _trial(4, TrialState.RUNNING, {1: 1.05})]
+    assert believe(listed, 9, True, 0.8) is listed
+
+
 def test_maximizing_the_best_is_the_highest():
     trials = [_trial(i, TrialState.COMPLETE, {1: f - 1.0, 2: f}, f) for i, f in enumerate([0.1, 0.2, 0.3, 0.4])]
     running = _trial(4, TrialState.RUNNING, {1: 0.0})  # above every epoch-1 value
