@@ -11,11 +11,13 @@ from typing import Any
 from optuna.samplers import BaseSampler
 from optuna.trial import TrialState
 
+from search.settings._seeing import SeeingSampler
+
 MIN_CURVES = 3
 """Complete trials that reported at a running trial's last epoch, at least, before it is believed."""
 
 
-class Believer(BaseSampler):
+class Believer(SeeingSampler):
     """Once at least ``beside`` trials run beside the one sampled, ``inner`` (TPE) reads each running
     trial that has reported, at an epoch that ranks the complete trials (Spearman of their best so
     far there with their final values at least ``rho``), as complete: its value is the final value
@@ -36,7 +38,7 @@ class Believer(BaseSampler):
         self._memo: tuple[int, list[Any], list[Any]] | None = None  # trial number, read, what it is shown
         self._seen = Seen()
 
-    def _believed(self, study: Any, trial: Any) -> Any:
+    def seen(self, study: Any, trial: Any) -> Any:
         from storage import study_seeing
 
         if len(study.directions) > 1:
@@ -51,29 +53,6 @@ class Believer(BaseSampler):
             return self._memo[2]
 
         return study_seeing(study, select)
-
-    def before_trial(self, study: Any, trial: Any) -> None:
-        self.inner.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-        return self.inner.infer_relative_search_space(self._believed(study, trial), trial)
-
-    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-        return self.inner.sample_relative(self._believed(study, trial), trial, search_space)
-
-    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-        return self.inner.sample_independent(self._believed(study, trial), trial, param_name, param_distribution)
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        self.inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.inner.reseed_rng()
-
-    def __getattr__(self, name: str) -> Any:  # the inner sampler's settings and state
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 class Seen:

@@ -8,6 +8,8 @@ from typing import Any
 from optuna.samplers import BaseSampler
 from optuna.trial import TrialState
 
+from search.settings._seeing import SeeingSampler
+
 _USED = (TrialState.COMPLETE, TrialState.PRUNED)
 """The finished trials TPE models (a failed one it never reads)."""
 
@@ -50,7 +52,7 @@ class _Looked:
         return {-number for _, number in self.best}
 
 
-class Windowed(BaseSampler):
+class Windowed(SeeingSampler):
     """``inner`` (TPE) sees at most ``window`` of the study's finished trials: the best tenth of
     them by value and the most recent others, with every unfinished trial (constant liar's).
 
@@ -67,7 +69,7 @@ class Windowed(BaseSampler):
         self._memo: tuple[tuple[int, int], list[Any]] | None = None
         self._looked: _Looked | None = None
 
-    def _through_window(self, study: Any, trial: Any) -> Any:
+    def seen(self, study: Any, trial: Any) -> Any:
         from storage import study_seeing
 
         return study_seeing(study, lambda trials: self._select(trials, trial.number, study))
@@ -108,29 +110,6 @@ class Windowed(BaseSampler):
             looked = self._looked = _Looked(sid, self.window // 10, minimize)
         looked.update(trials)
         return looked
-
-    def before_trial(self, study: Any, trial: Any) -> None:
-        self.inner.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-        return self.inner.infer_relative_search_space(self._through_window(study, trial), trial)
-
-    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-        return self.inner.sample_relative(self._through_window(study, trial), trial, search_space)
-
-    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-        return self.inner.sample_independent(self._through_window(study, trial), trial, param_name, param_distribution)
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        self.inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.inner.reseed_rng()
-
-    def __getattr__(self, name: str) -> Any:  # the inner sampler's settings and state, as before the window
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 def _minimize() -> Any:
