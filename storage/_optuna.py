@@ -147,14 +147,14 @@ def _first_open(url: str, kwargs: dict[str, Any], attempts: int = 5) -> RDBStora
 
     from optuna.storages import RDBStorage
 
-    for attempt in range(attempts):
+    for attempt in range(attempts - 1):
         try:
             return RDBStorage(url, **kwargs)
         except (DBAPIError, SQLAlchemyError) as exc:
-            if attempt == attempts - 1 or not any(sign in str(exc) for sign in _CREATION_RACE):
+            if not any(sign in str(exc) for sign in _CREATION_RACE):
                 raise
             time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return RDBStorage(url, **kwargs)  # the last attempt: any error is the caller's
 
 
 def check_schema(storage: RDBStorage, url: str) -> None:

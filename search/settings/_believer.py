@@ -57,21 +57,28 @@ class Believer(SeeingSampler):
 
 class Seen:
     """What believing read of the complete trials, kept from one read to the next (a complete trial
-    never changes): each one's best so far per epoch, and each epoch's ranking while the complete
-    trials read are the same."""
+    never changes): each one's best so far per epoch, whether any has constraints, and each epoch's
+    ranking while the complete trials read are the same."""
 
     def __init__(self) -> None:
         self.key: tuple[float, ...] = ()
+        self.constrained = False
         self.bests: dict[int, dict[int, float]] = {}  # trial number -> epoch -> best until then
         self.by_epoch: dict[int, tuple[list[float], list[float]] | None] = {}
 
-    def complete(self, trials: list[Any], sign: float) -> list[tuple[dict[int, float], float]]:
+    def complete(self, trials: list[Any], sign: float) -> list[tuple[dict[int, float], float]] | None:
+        """Each complete trial's bests per epoch and final value; None in a study with constraints."""
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
         numbers = [t.number for t in done]
         key = (sign, len(numbers), sum(numbers), max(numbers, default=-1))
         if key != self.key:
             self.key, self.by_epoch = key, {}
-            self.bests = {t.number: self.bests.get(t.number) or _bests(t, sign) for t in done}
+            self.constrained = any(t.constraints for t in done)
+            self.bests = (
+                {} if self.constrained else {t.number: self.bests.get(t.number) or _bests(t, sign) for t in done}
+            )
+        if self.constrained:
+            return None
         return [(self.bests[t.number], sign * t.value) for t in done]
 
 
@@ -84,11 +91,11 @@ def believe(trials: list[Any], number: int, minimize: bool, rho: float, beside: 
     running = [t for t in others if t.intermediate_values]
     if not running or len(others) < beside:
         return trials
-    if any(t.constraints for t in trials if t.state == TrialState.COMPLETE):
-        return trials  # a running trial's constraints are not known until it ends: the liar's
     sign = 1.0 if minimize else -1.0
     seen = seen or Seen()
     complete = seen.complete(trials, sign)
+    if complete is None:
+        return trials  # a running trial's constraints are not known until it ends: the liar's
     by_epoch = seen.by_epoch
     believed: dict[int, Any] = {}
     for t in running:
