@@ -43,6 +43,22 @@ def _pid(trial: Any) -> int:
     return int(trial.user_attrs["worker"].split(":")[-2])
 
 
+def _frozen(watch: StudyWatch, find: Any) -> Any:
+    """The trial ``find`` names, its worker stopped (SIGSTOP) while the trial still runs. A worker
+    that finished the trial (paused, pruned or completed it) between the look and the signal is
+    woken again and None returned: the next look finds another."""
+    target = find(watch)
+    if target is None:
+        return None
+    pid = _pid(target)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.5)  # a write sent just before the signal lands on the server meanwhile
+    if watch.trial(target.number).state.name == "RUNNING":
+        return target
+    os.kill(pid, signal.SIGCONT)
+    return None
+
+
 def _resumed_mid_training(watch: StudyWatch) -> Any:
     """A RUNNING continuation of a paused trial (or its retry) that has trained an epoch since it
     resumed, and now trains the epoch after one that is no rung."""
@@ -98,11 +114,11 @@ def test_a_worker_killed_in_a_resumed_trial_is_retried_from_its_newest_checkpoin
         def victim() -> Any:
             nonlocal checked
             checked += _check_paused_checkpoints(watch, root)  # mid-run, at every look
-            return _resumed_mid_training(watch)
+            return _frozen(watch, _resumed_mid_training)
 
         target = wait_for(victim, 180, "a resumed trial to train past its pause")
         reached = max(target.intermediate_values)
-        os.kill(_pid(target), signal.SIGKILL)
+        os.kill(_pid(target), signal.SIGKILL)  # frozen, its trial still RUNNING
         assert (root / f"trial-{logical(target)}").is_dir()  # the dead attempt's checkpoints stay for its retry
         _finish(start, tmp_path / "start.log")
     finally:
@@ -150,10 +166,9 @@ def test_a_worker_frozen_around_a_pause_or_a_resume_does_no_damage_when_it_wakes
     try:
         watch = StudyWatch(pg_url, "ft-stop")
         find = _resumed_mid_training if around == "resume" else _pausing
-        target = wait_for(lambda: _check_paused_checkpoints(watch, root) >= 0 and find(watch), 180,
+        target = wait_for(lambda: _check_paused_checkpoints(watch, root) >= 0 and _frozen(watch, find), 180,
                           f"a worker to {around} a trial")  # fmt: skip
         pid = _pid(target)
-        os.kill(pid, signal.SIGSTOP)
         try:
             # Past the grace period its trial is reaped and its retry taken by the other worker.
             wait_for(lambda: watch.trial(target.number).state.name == "FAIL", 60, "the frozen trial to be reaped")
