@@ -105,7 +105,7 @@ def spec_strategy(name: str) -> Strategy:
 
     sampler, pruner, *rest = name.split("+")
     patience = SearchSettings().patience
-    thaw = spare = until = 0.0
+    thaw = spare = 0.0
     for extra in rest:
         key, _, value = extra.partition("=")
         if key == "patience":
@@ -114,13 +114,11 @@ def spec_strategy(name: str) -> Strategy:
             thaw = float(value)
         elif key == "spare":
             spare = float(value)
-        elif key == "until":
-            until = float(value)
         else:
             raise SystemExit(
                 f"bad strategy {name!r}: expected SAMPLER+PRUNER[+patience=EPOCHS|auto|off][+thaw=F][+spare=F]"
             )
-    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw, spare=spare, until=until)
+    return Strategy(name, sampler, pruner, patience=patience, thaw=thaw, spare=spare)
 
 
 def _script_study(problem: Any, seed: int, storage: Any = None, eager: bool = False) -> Any:

@@ -60,9 +60,6 @@ class Strategy:
     """``--patience`` never ends a trial whose best value so far is within this top fraction of the
     complete trials' values (0: it spares none): a flat trial that may still hold the best model
     runs on; the compute is saved only on flat trials out of contention."""
-    until: float = 0.0
-    """Experiment: ``--patience`` ends only trials started within this first fraction of the trial
-    budget (0: all): early flat trials make room for exploration, late ones run to their end."""
 
 
 @dataclass
@@ -236,8 +233,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
         trial.report(curve.values[epoch - 1], epoch)
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
-        if stalled and strategy.until and logical.get(trial.number, trial.number) >= strategy.until * trials:
-            stalled = False
         if stalled and strategy.spare:
             stalled = not in_contention(min(curve.values[:epoch]))
         if not pruned and epoch < problem.epochs and not stalled:
