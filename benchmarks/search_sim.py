@@ -249,8 +249,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
                 paused[number] = (study.trials[trial.number], curve, epoch)
         else:
             value = min(curve.values[:epoch])
-            if stalled:  # as the service marks a trial --patience ended (its sampler reads it)
-                trial.set_user_attr("stopped_epoch", epoch)
             study.tell(trial, value)
             if stalled and strategy.thaw:
                 stopped[trial.number] = (curve, epoch)

@@ -1,6 +1,5 @@
-"""TPE reads trials from their curves: a running trial that has reported as complete, at the final
-value its curve so far ranks it at (a "believer" in place of the constant liar's bad value), and a
-trial ``--patience`` ended at the final value its curve ranked it at when it stopped."""
+"""TPE beside running trials: a running trial that has reported is read as complete, at the final
+value its curve so far ranks it at (a "believer" in place of the constant liar's bad value)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ from search.settings._seeing import SeeingSampler
 
 MIN_CURVES = 3
 """Complete trials that reported at a running trial's last epoch, at least, before it is believed."""
-STOPPED_ATTR = "stopped_epoch"
-"""The user attribute of a trial ``--patience`` ended (``search.execution``): the epoch it stopped at."""
 
 
 class Believer(SeeingSampler):
@@ -26,24 +23,18 @@ class Believer(SeeingSampler):
     far there with their final values at least ``rho``), as complete: its value is the final value
     found at the same rank among the complete trials that reported at that epoch. The others stay
     running (the constant liar's bad value), and so do all of them in a study with constraints,
-    whose values a running trial does not have yet (``beside`` 0: none is believed).
+    whose values a running trial does not have yet.
 
     With many workers most of what the study knows is in the running trials' curves; the constant
     liar alone counts all of them as bad. On LCBench's curves (simulated) believing them found better
     models at every budget with 32 workers, and leaned better with 4 and 8; with 2 and 3 it did not,
     so the default waits for 3 running trials (docs/experiments/2026-11-29-believer.md). One
-    objective only; with one worker nothing runs beside a trial.
-
-    With ``stopped``, each complete trial that ``--patience`` ended is read the same way, at the
-    epoch it stopped, among the complete trials that ran to their end (``project``): its own value
-    is its best before it flattened, which compared with the others' final values reads it as
-    worse than it is. Until a trial is so ended the search is the inner sampler's, draw for draw.
-    ``"auto"``: for a trial sampled while no other trial runs (one worker). On LCBench it leaned
-    better with one worker, worse with 2 and 32 (docs/experiments/2026-11-29-stopped-trials.md).
+    objective only; with one worker nothing runs beside a trial and the search is the inner
+    sampler's, draw for draw.
     """
 
-    def __init__(self, inner: BaseSampler, beside: int = 1, rho: float = 0.8, stopped: bool | str = False) -> None:
-        self.inner, self.beside, self.rho, self.stopped = inner, beside, rho, stopped
+    def __init__(self, inner: BaseSampler, beside: int = 1, rho: float = 0.8) -> None:
+        self.inner, self.beside, self.rho = inner, beside, rho
         self._memo: tuple[int, list[Any], list[Any]] | None = None  # trial number, read, what it is shown
         self._seen = Seen()
 
@@ -57,56 +48,38 @@ class Believer(SeeingSampler):
         def select(trials: list[Any]) -> list[Any]:
             # A trial's parameters are suggested from one read of the study: believed once for them all.
             if self._memo is None or self._memo[0] != trial.number or self._memo[1] is not trials:
-                self._memo = (trial.number, trials, self._shown(trials, trial.number, minimize))
+                seen = believe(trials, trial.number, minimize, self.rho, self.beside, self._seen)
+                self._memo = (trial.number, trials, seen)
             return self._memo[2]
 
         return study_seeing(study, select)
 
-    def _shown(self, trials: list[Any], number: int, minimize: bool) -> list[Any]:
-        """``trials`` as trial ``number`` is sampled from: running and stopped trials read from their curves."""
-        shown = believe(trials, number, minimize, self.rho, self.beside, self._seen) if self.beside else trials
-        stopped = self.stopped is True
-        if self.stopped == "auto":  # while no other trial runs
-            stopped = not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
-        return project(shown, minimize, self.rho, self._seen) if stopped else shown
-
 
 class Seen:
     """What believing read of the complete trials, kept from one read to the next (a complete trial
-    never changes): each one's best so far per epoch, which ones ``--patience`` ended, whether any
-    has constraints, and each epoch's ranking while the complete trials read are the same."""
+    never changes): each one's best so far per epoch, whether any has constraints, and each epoch's
+    ranking while the complete trials read are the same."""
 
     def __init__(self) -> None:
         self.key: tuple[float, ...] = ()
         self.constrained = False
         self.bests: dict[int, dict[int, float]] = {}  # trial number -> epoch -> best until then
-        self.stopped: set[int] = set()  # complete trials --patience ended
-        self.rankings: dict[tuple[int, bool], tuple[list[float], list[float]] | None] = {}
+        self.by_epoch: dict[int, tuple[list[float], list[float]] | None] = {}
 
-    def complete(self, trials: list[Any], sign: float,
-                 full: bool = False) -> list[tuple[dict[int, float], float]] | None:  # fmt: skip
-        """Each complete trial's bests per epoch and final value (with ``full``, of those that ran to
-        their end only: --patience ended none); None in a study with constraints."""
+    def complete(self, trials: list[Any], sign: float) -> list[tuple[dict[int, float], float]] | None:
+        """Each complete trial's bests per epoch and final value; None in a study with constraints."""
         done = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
         numbers = [t.number for t in done]
         key = (sign, len(numbers), sum(numbers), max(numbers, default=-1))
         if key != self.key:
-            self.key, self.rankings = key, {}
+            self.key, self.by_epoch = key, {}
             self.constrained = any(t.constraints for t in done)
             self.bests = (
                 {} if self.constrained else {t.number: self.bests.get(t.number) or _bests(t, sign) for t in done}
             )
-            self.stopped = {t.number for t in done if STOPPED_ATTR in t.user_attrs}
         if self.constrained:
             return None
-        return [(self.bests[t.number], sign * t.value) for t in done if not (full and t.number in self.stopped)]
-
-    def ranking(self, complete: list[tuple[dict[int, float], float]], epoch: int, rho: float,
-                full: bool) -> tuple[list[float], list[float]] | None:  # fmt: skip
-        """``_ranking`` of ``complete`` (read with that ``full``) at ``epoch``, kept while they are the same."""
-        if (epoch, full) not in self.rankings:
-            self.rankings[epoch, full] = _ranking(complete, epoch, rho)
-        return self.rankings[epoch, full]
+        return [(self.bests[t.number], sign * t.value) for t in done]
 
 
 def believe(trials: list[Any], number: int, minimize: bool, rho: float, beside: int = 1,
@@ -123,48 +96,23 @@ def believe(trials: list[Any], number: int, minimize: bool, rho: float, beside: 
     complete = seen.complete(trials, sign)
     if complete is None:
         return trials  # a running trial's constraints are not known until it ends: the liar's
+    by_epoch = seen.by_epoch
     believed: dict[int, Any] = {}
     for t in running:
         epoch = max(t.intermediate_values)
-        reference = seen.ranking(complete, epoch, rho, False)
-        if reference is not None:
-            twin = copy.copy(t)
-            twin.state, twin.values = TrialState.COMPLETE, [sign * _at_rank(reference, _bests(t, sign)[epoch])]
-            believed[t.number] = twin
-    return [believed.get(t.number, t) for t in trials] if believed else trials
-
-
-def project(trials: list[Any], minimize: bool, rho: float, seen: Seen | None = None) -> list[Any]:
-    """``trials`` with each complete one that ``--patience`` ended (``stopped_epoch``) replaced by a
-    copy at the final value found at its rank, at the epoch it stopped, among the complete trials
-    that ran to their end, where that epoch ranks them and that value is better than its own; the
-    list itself if none is. Its own value is its best before it flattened: a curve that would have
-    gone on improving (a learning rate still annealing) read as if it had not."""
-    if not any(t.state == TrialState.COMPLETE and STOPPED_ATTR in t.user_attrs for t in trials):
-        return trials
-    sign = 1.0 if minimize else -1.0
-    seen = seen or Seen()
-    full = seen.complete(trials, sign, full=True)
-    if full is None:
-        return trials  # what a trial's constraints would have been at its end is not known
-    shown: dict[int, Any] = {}
-    for t in trials:
-        if t.state != TrialState.COMPLETE or t.number not in seen.stopped or not t.intermediate_values:
+        if epoch not in by_epoch:
+            by_epoch[epoch] = _ranking(complete, epoch, rho)
+        reference = by_epoch[epoch]
+        if reference is None:
             continue
-        reference = seen.ranking(full, max(t.intermediate_values), rho, True)
-        value = None if reference is None else _at_rank(reference, sign * t.value)
-        if value is not None and value < sign * t.value:
-            twin = copy.copy(t)
-            twin.values = [sign * value]
-            shown[t.number] = twin
-    return [shown.get(t.number, t) for t in trials] if shown else trials
-
-
-def _at_rank(reference: tuple[list[float], list[float]], mine: float) -> float:
-    """The final value (signed) at the rank ``mine`` has among ``reference``'s bests at an epoch."""
-    partial, final = reference  # both sorted
-    below = (bisect.bisect_left(partial, mine) + bisect.bisect_right(partial, mine)) / 2
-    return final[min(len(final) - 1, int(below / len(partial) * len(final)))]
+        partial, final = reference  # both sorted
+        mine = _bests(t, sign)[epoch]
+        below = (bisect.bisect_left(partial, mine) + bisect.bisect_right(partial, mine)) / 2
+        value = final[min(len(final) - 1, int(below / len(partial) * len(final)))]
+        twin = copy.copy(t)
+        twin.state, twin.values = TrialState.COMPLETE, [sign * value]
+        believed[t.number] = twin
+    return [believed.get(t.number, t) for t in trials] if believed else trials
 
 
 def _bests(trial: Any, sign: float) -> dict[int, float]:

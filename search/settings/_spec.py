@@ -30,7 +30,7 @@ class Option:
     choices: tuple[str, ...] = ()
     auto: bool = False
     """Also accepts ``auto`` (a pruner's: picked from the study's own finished trials; TPE's
-    ``multivariate`` and ``stopped``: picked for each trial from how many others run)."""
+    ``multivariate``: picked for each trial from how many others run)."""
 
 
 STARTUP = Option(int, 10, "trials sampled at random before the model is used")

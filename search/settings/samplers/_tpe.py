@@ -32,14 +32,6 @@ class Tpe(SamplerSpec):
             "complete, at the final value its curve ranks it at among the complete trials (where "
             "that epoch ranks them), not as bad; 0: never (nor in a study with constraints)",
         ),
-        "stopped": Option(
-            bool,
-            "auto",
-            "a trial --patience ended counts at the final value its curve ranked it at when it "
-            "stopped (where that epoch ranks the trials that ran to their end), not at its own; "
-            "auto: for a trial sampled while no other runs (one worker: better there in the benchmark)",
-            auto=True,
-        ),
         "candidates": Option(int, 24, "candidates scored per suggestion"),
         "window": Option(
             int,
@@ -76,10 +68,10 @@ class Tpe(SamplerSpec):
 
         built = ByConcurrency(alone=tpe(True), together=tpe(False)) if opts["multivariate"] == "auto" else None
         sampler = built or tpe(opts["multivariate"])
-        if opts["believe"] or opts["stopped"]:
+        if opts["believe"]:
             from search.settings._believer import Believer
 
-            sampler = Believer(sampler, beside=opts["believe"], stopped=opts["stopped"])  # True, False or "auto"
+            sampler = Believer(sampler, beside=opts["believe"])
         return Windowed(sampler, opts["window"]) if opts["window"] else sampler
 
     def describe(self) -> str:
@@ -89,6 +81,4 @@ class Tpe(SamplerSpec):
         window = f", over at most {s['window']} finished trials" if s["window"] else ""
         liar = ", constant liar" if s["liar"] else ""
         liar += f", running trials believed from their curves once {s['believe']} run" if s["believe"] else ""
-        stopped = {"auto": " while no other runs", True: ""}.get(s["stopped"])
-        liar += f", trials --patience ended read at their curve's rank{stopped}" if stopped is not None else ""
         return f"TPE ({model}{liar}, {s['startup']} random trials first{window})"
