@@ -158,16 +158,28 @@ def start_losing_a_worker(args: list[str], url: str, name: str, cwd: Path) -> tu
             running = wait_for(lambda: watch.running_at(1), max(left, 1), "a trial to reach epoch 1")
             pid = int(running.user_attrs["worker"].split(":")[1])
             [victim] = [p for p in psutil.Process(start.pid).children() if p.pid == pid]
-            victim.suspend()
-            if watch.trial(running.number).state.name == "RUNNING":
+            if frozen_while_running(watch, running.number, pid):
                 victim.kill()
                 break
-            victim.resume()  # it finished in between: wait for another
             assert time.monotonic() < deadline, "no trial stayed RUNNING long enough to be killed"
         assert start.wait(timeout=240) == 0, (cwd / "start.log").read_text()
     finally:
         stop(start)
     return running, watch
+
+
+def frozen_while_running(watch: StudyWatch, number: int, pid: int, settle: float = 0.0) -> bool:
+    """Stop process ``pid`` (SIGSTOP) and say whether trial ``number`` still runs once it is stopped,
+    ``settle`` seconds later (a write it sent just before the signal lands meanwhile). If the trial
+    finished in between, the process is woken again (SIGCONT) and False returned: look for another."""
+    import signal
+
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(settle)
+    if watch.trial(number).state.name == "RUNNING":
+        return True
+    os.kill(pid, signal.SIGCONT)
+    return False
 
 
 def logical(trial: Any) -> int:

@@ -19,6 +19,7 @@ from search_helpers import (
     GRACE_S,
     StudyWatch,
     assert_exact_logical_budget,
+    frozen_while_running,
     logical,
     mlflow_runs,
     paused_now,
@@ -48,15 +49,7 @@ def _frozen(watch: StudyWatch, find: Any) -> Any:
     that finished the trial (paused, pruned or completed it) between the look and the signal is
     woken again and None returned: the next look finds another."""
     target = find(watch)
-    if target is None:
-        return None
-    pid = _pid(target)
-    os.kill(pid, signal.SIGSTOP)
-    time.sleep(0.5)  # a write sent just before the signal lands on the server meanwhile
-    if watch.trial(target.number).state.name == "RUNNING":
-        return target
-    os.kill(pid, signal.SIGCONT)
-    return None
+    return target if target is not None and frozen_while_running(watch, target.number, _pid(target), 0.5) else None
 
 
 def _resumed_mid_training(watch: StudyWatch) -> Any:
