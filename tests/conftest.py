@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests"))
 
+# Files run side by side, and a test marked `exclusive` alone (the hook is pytest's; see suite_lock.py).
+from suite_lock import pytest_runtest_protocol  # noqa: E402, F401
+
 
 def _pg_unavailable_reason() -> str | None:
     import sqlalchemy

@@ -18,7 +18,7 @@ def test_missing_chromium_fails_under_ci_and_skips_elsewhere(ci, outcome, code, 
     one_test = f"{HERE / 'test_report_page.py'}::test_report_renders_every_figure_without_console_errors"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", one_test,
-         "-p", "no:cacheprovider", "-q",
+         "-p", "no:cacheprovider", "-q", "-n", "0",
          "--rootdir", str(HERE.parents[1])],
         cwd=HERE.parents[1], env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

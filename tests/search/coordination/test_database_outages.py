@@ -62,6 +62,7 @@ def restart_postgres(pg_server: str) -> Iterator[Callable[[], None]]:
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.exclusive
 def test_a_postgres_restart_mid_study_costs_nothing(pg_server, restart_postgres, tmp_path):
     with fresh_database(pg_server) as url:
         args = ["start", "--study", str(SLEEP_STUDY), "--name", "restart", "--trials", "8", "--workers", "2", *FAST,
