@@ -18,6 +18,10 @@ STALLING_STUDY = Path(__file__).resolve().parents[1] / "data" / "stalling_study.
 REASON = "stalled: no training step or validation batch finished for "
 EXIT_STALLED = 70
 
+# Alone when the suite runs on two processes: stall limits of a few seconds assume an idle machine
+# (beside another file, a retry's first step once took longer and was failed as stalled too).
+pytestmark = pytest.mark.exclusive
+
 
 def _trials(url: str, name: str = "stalling") -> list[Any]:
     import optuna
