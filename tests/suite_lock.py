@@ -2,9 +2,10 @@
 
 The suite runs on two processes (pytest-xdist: ``-n 2 --dist loadfile`` in pyproject.toml), one file
 at a time each. A test marked ``exclusive`` changes what every other test stands on (it restarts the
-PostgreSQL server): it waits for the test running beside it to end, and runs alone. The lock is a
-readers-writer lock on two files: a waiting exclusive test holds the gate, so the other process
-cannot start test after test and keep it waiting for ever. ``tests/conftest.py`` installs the hook.
+PostgreSQL server) or assumes an idle machine (stall limits of a few seconds, Slurm's cancel): it
+waits for the test running beside it to end, and runs alone. The lock is a readers-writer lock on two
+files: a waiting exclusive test holds the gate, so the other process cannot start test after test and
+keep it waiting for ever. ``tests/conftest.py`` installs the hook.
 """
 
 from __future__ import annotations
