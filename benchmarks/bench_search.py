@@ -171,7 +171,7 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
     for task in args.tasks.split(","):
         problem = SurrogateProblem(task)
         for workers in _ints(args.workers):
-            for seed in range(args.seeds):
+            for seed in _seeds(args):
                 for name, strategy in chosen.items():
                     if strategy.sequential and workers != _ints(args.workers)[0]:
                         # The script is one process whatever the worker count: run it once, reuse it.
@@ -191,6 +191,10 @@ def run_simulated(args: argparse.Namespace) -> list[Trace]:
                     traces.append(dehb_search(problem, workers, seed, epochs_budget=max(FTE_BUDGETS) * problem.epochs))
                 print(f"  {problem.name} W={workers} seed {seed} done", file=sys.stderr, flush=True)
     return traces
+
+
+def _seeds(args: argparse.Namespace) -> range:
+    return range(args.first_seed, args.first_seed + args.seeds)
 
 
 def _dehb_installed() -> bool:
@@ -218,7 +222,7 @@ def run_service(args: argparse.Namespace) -> list[Trace]:
     options = {**options, **dict(o.split("=", 1) for o in args.study_option)}
     traces = []
     for workers in _ints(args.workers):
-        for seed in range(args.seeds):
+        for seed in _seeds(args):
             for name, strategy in _chosen(args).items():
                 started = time.time()
                 if strategy.build is not None:  # plain Optuna: one process, or W on one storage
@@ -657,6 +661,7 @@ def main() -> None:
                          help="PostgreSQL URL to create a database per run in (for more than 2 workers)")  # fmt: skip
     for p in (sim, service):
         p.add_argument("--seeds", type=int, default=5)
+        p.add_argument("--first-seed", type=int, default=0, help="seeds run FIRST..FIRST+SEEDS-1 [0]")
         p.add_argument("--trials", type=int, default=200)
         p.add_argument(
             "--strategies", default="", help="comma-separated names or SAMPLER+PRUNER[+patience=P] specs [all]"
@@ -679,6 +684,8 @@ def main() -> None:
     if args.mode == "kfold":
         kfold.main(args)
         return
+    if args.first_seed < 0 or args.seeds < 1:
+        parser.error("--first-seed must be at least 0 and --seeds at least 1")
     traces = run_simulated(args) if args.mode == "simulate" else run_service(args)
     text = report(traces, args.trials, surrogate=args.mode == "simulate")
     print(text)

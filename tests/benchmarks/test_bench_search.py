@@ -160,3 +160,19 @@ def test_the_speed_up_table_reads_the_traces_it_writes(tmp_path):
     assert "over all tasks and seeds" in out
     again = _run("speedup", "--read", str(tmp_path / "s" / "traces.json"), cwd=tmp_path)
     assert again.strip() == (tmp_path / "s" / "table.txt").read_text().strip()  # one table over saved runs
+
+
+@pytest.mark.slow
+def test_first_seed_runs_the_later_seeds_alone_and_draws_them_as_a_longer_run_does(tmp_path):
+    """``--first-seed 1 --seeds 1`` runs seed 1 only, exactly as ``--seeds 2`` runs it (a record can add seeds)."""
+    pytest.importorskip("onnxruntime")
+    common = ("simulate", "--tasks", "3945", "--workers", "2", "--trials", "12", "--no-dehb", "--strategies", "script")
+    _run(*common, "--seeds", "2", "--out", str(tmp_path / "all"), cwd=tmp_path)
+    _run(*common, "--seeds", "1", "--first-seed", "1", "--out", str(tmp_path / "late"), cwd=tmp_path)
+    every = json.loads((tmp_path / "all" / "traces.json").read_text())
+    late = json.loads((tmp_path / "late" / "traces.json").read_text())
+    assert {t["seed"] for t in every} == {0, 1} and {t["seed"] for t in late} == {1}
+    script = [t["events"] for t in every if t["seed"] == 1 and t["strategy"] == "script"]
+    assert script == [t["events"] for t in late if t["strategy"] == "script"]
+    proc = subprocess.run([sys.executable, str(BENCH), *common, "--first-seed", "-1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--first-seed must be at least 0" in proc.stderr
