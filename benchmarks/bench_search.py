@@ -23,11 +23,13 @@ range over seeds, and its ratio to the script's), and the epochs and wall time e
 needed to reach the script's final best value (median over seeds, ratio to the script's own).
 ``--out`` gets the anytime curves (best so far against epochs and against time) as a plotly page,
 the rank correlation of each epoch's values with the final values, and the raw traces as JSON.
+``--first-seed F`` runs seeds F to F+SEEDS-1 (each drawn as in a run from seed 0), to add seeds to a record.
 
   python benchmarks/bench_search.py simulate --tasks 3945,34539,146212,189906 --workers 1,8,32 --seeds 5
   python benchmarks/bench_search.py speedup --tasks 167168,168868,189909 --workers 8,32 --seeds 5 --jobs 2
   python benchmarks/bench_search.py kfold --problem synthetic --rows 400 --folds 3 --trials 6 --seeds 5
   python benchmarks/bench_search.py service --problem resmlp-digits --workers 2 --trials 40 --seeds 5
+  python benchmarks/bench_search.py service --problem tinylm-small --workers 2 --trials 40 --seeds 5 --first-seed 5
   python benchmarks/bench_search.py service --problem lcbench:3945 --workers 8 --trials 200 --seeds 5 \\
       --storage-admin postgresql+psycopg2://root@127.0.0.1:5432/test
 
