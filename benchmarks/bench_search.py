@@ -60,6 +60,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import kfold  # noqa: E402
 import speedup  # noqa: E402
 from dehb_baseline import dehb_search  # noqa: E402
+from equal_epochs import sign_test  # noqa: E402
 from search_sim import (  # noqa: E402
     Curve,
     Event,
@@ -409,16 +410,6 @@ def report(traces: list[Trace], trials: int, baseline: str = "script", surrogate
         lines.append(paired_table(traces))
     lines.append(paired_table(traces, at_trials=trials))
     return "\n".join(lines)
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test: the chance of a split at least this uneven if either side were
-    as likely to win each pair (ties left out)."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def paired_table(traces: list[Trace], reference: str = "default", at_trials: int | None = None,
