@@ -31,29 +31,28 @@ Key = tuple[str, int, int]
 """(problem, workers, seed)."""
 
 
-def best_at(trace: dict[str, Any], epochs: float = math.inf, trials: float = math.inf) -> float:
-    """The best value found once the search had trained at most ``epochs`` and finished at most
-    ``trials`` trials (inf: none found)."""
-    best = math.inf
+def _last(trace: dict[str, Any], epochs: float = math.inf, trials: float = math.inf) -> dict[str, Any] | None:
+    """The last event (a finished trial) once the search had trained at most ``epochs`` and finished
+    at most ``trials`` trials; None before the first."""
+    last = None
     for event in trace["events"]:
         if event["epochs"] > epochs or event["trials"] > trials:
             break
-        best = event["best"]
-    return best
+        last = event
+    return last
+
+
+def best_at(trace: dict[str, Any], epochs: float = math.inf, trials: float = math.inf) -> float:
+    """The best value found once the search had trained at most ``epochs`` and finished at most
+    ``trials`` trials (inf: none found)."""
+    last = _last(trace, epochs, trials)
+    return math.inf if last is None else last["best"]
 
 
 def epochs_at(trace: dict[str, Any], trials: float = math.inf) -> float:
     """Epochs trained when the ``trials``-th trial finished (all of them by default)."""
-    epochs = 0.0
-    for event in trace["events"]:
-        if event["trials"] > trials:
-            break
-        epochs = event["epochs"]
-    return epochs
-
-
-def total_epochs(trace: dict[str, Any]) -> float:
-    return epochs_at(trace)
+    last = _last(trace, trials=trials)
+    return 0.0 if last is None else last["epochs"]
 
 
 def sign_test(wins: int, losses: int) -> float:
@@ -135,12 +134,8 @@ def compare(traces: list[dict[str, Any]], reference: str, trials: float = math.i
 
 
 def _trials_within(trace: dict[str, Any], epochs: float) -> int:
-    done = 0
-    for event in trace["events"]:
-        if event["epochs"] > epochs:
-            break
-        done = event["trials"]
-    return done
+    last = _last(trace, epochs)
+    return 0 if last is None else last["trials"]
 
 
 def _count(pairs: tuple[tuple[float, float], ...]) -> str:
