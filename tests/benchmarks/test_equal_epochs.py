@@ -38,6 +38,8 @@ def test_a_strategy_that_wins_by_training_more_loses_at_equal_epochs(tmp_path, c
     ]
     lines = compare(traces, "script")
     assert _row(lines, "pbt") == ["2-0", "1-1", "1-1"]
+    [median] = [line.split() for line in lines if "median" in line.split()]
+    assert median[-2:] == ["0.45", "0.2"]  # the script's 0.4 and 0.5, pbt's 0.2 and 0.2
     (tmp_path / "traces.json").write_text(json.dumps(traces))
     main([str(tmp_path / "traces.json"), "--reference", "script"])
     assert "1-1" in capsys.readouterr().out
