@@ -112,17 +112,16 @@ def compare(traces: list[dict[str, Any]], reference: str, trials: float = math.i
     if not summary:
         names = [reference, *paired]
         keys = sorted(set.intersection(*(set(by_key) for by_key in paired.values())) if paired else set())
+        # each row's runs in the order of ``names``: the reference's, then each strategy's
+        rows = {key: [paired[names[1]][key][1], *(paired[n][key][0] for n in names[1:])] for key in keys}
         lines.append(f"{'problem':22} {'W':>3} {'seed':>4}  " + "".join(f"{name:>26}" for name in names))
-        for key in keys:
-            runs = [paired[names[1]][key][1], *(paired[n][key][0] for n in names[1:])]
+        for key, runs in rows.items():
             cells = (f"{best_at(r, trials=trials):>12.4g} ({epochs_at(r, trials):>5.0f} ep)" for r in runs)
             lines.append(f"{key[0]:22} {key[1]:>3} {key[2]:>4}  " + "".join(f"{cell:>26}" for cell in cells))
         for problem, workers in sorted({key[:2] for key in keys}):
-            group = [key for key in keys if key[:2] == (problem, workers)]
-            values = [[best_at(paired[names[1]][k][1], trials=trials) for k in group],
-                      *([best_at(paired[n][k][0], trials=trials) for k in group] for n in names[1:])]  # fmt: skip
-            medians = "".join(f"{statistics.median(v):>15.4g}{'':11}" for v in values)
-            lines.append(f"{problem:22} {workers:>3} {'median':>6}" + medians)
+            group = [runs for key, runs in rows.items() if key[:2] == (problem, workers)]
+            medians = (statistics.median(best_at(runs[i], trials=trials) for runs in group) for i in range(len(names)))
+            lines.append(f"{problem:22} {workers:>3} {'median':>6}" + "".join(f"{m:>15.4g}{'':11}" for m in medians))
         lines.append("")
     budget = "the trial budget" if trials == math.inf else f"{trials:g} trials"
     lines.append(
