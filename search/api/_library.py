@@ -41,7 +41,8 @@ class SearchOutcome:
 def start(study: str, trials: int | None = None, *, name: str | None = None, workers: int | None = None,
           retrain: bool = True, study_options: dict[str, Any] | None = None,
           narrow: dict[str, tuple[float, float]] | None = None, gpus: str | None = None,
-          timeout: float | str | None = None, stop_at: float | None = None, grid: dict[str, list[Any]] | None = None,
+          timeout: float | str | None = None, stop_at: float | None = None, epoch_budget: int | str | None = None,
+          grid: dict[str, list[Any]] | None = None,
           quiet: bool = True, objectives: Sequence[str] = (), constraints: Sequence[str] = (),
           warm_start_from: str | None = None, warm_start_top: int = 5,
           **settings_and_where: Any) -> SearchOutcome:  # fmt: skip
@@ -52,7 +53,8 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
     ``grace_period``, ``stall_timeout``, ``checkpoint_every``, ``patience``, ``select``, ``latency_batch``) are those of
     :class:`search.settings.SearchSettings`; one left out keeps a resumed study's stored value.
     ``timeout`` (seconds, or ``"30m"``) and ``stop_at`` (a best value) end the search early: no new
-    trial after them, as ``--timeout`` and ``--stop-at``. With ``sampler="grid"``, ``grid`` gives
+    trial after them, as ``--timeout`` and ``--stop-at``; so does ``epoch_budget`` (epochs, or ``"40x"``),
+    as ``--epoch-budget``, once the trials have trained that many epochs. With ``sampler="grid"``, ``grid`` gives
     parameters' values (``--grid``) and ``trials`` defaults to the grid's size. ``objectives``
     (``["val_loss:min", "val_accuracy:max"]``) and ``constraints`` (``["val_f1>=0.5"]``) are
     ``--objective`` and ``--constraint`` (docs/objectives.md); ``select`` is a setting.
@@ -80,7 +82,8 @@ def start(study: str, trials: int | None = None, *, name: str | None = None, wor
     opts = StartOptions(study=study, trials=trials, name=name, workers=workers, settings=SearchSettings(**given),
                         study_options=dict(study_options or {}), retrain=retrain, quiet=quiet, gpus=gpus,
                         narrow={k: [float(v) for v in r] for k, r in (narrow or {}).items()},
-                        explicit=frozenset(explicit), stop_at=stop_at, grid=dict(grid or {}),
+                        explicit=frozenset(explicit), stop_at=stop_at,
+                        epoch_budget=None if epoch_budget is None else str(epoch_budget), grid=dict(grid or {}),
                         objectives=tuple(objectives), constraints=tuple(constraints),
                         warm_start_from=warm_start_from, warm_start_top=warm_start_top,
                         timeout=None if timeout is None else parse_duration(timeout))  # fmt: skip

@@ -21,7 +21,15 @@ from search.execution import (
     start_at_once,
     visible_gpus,
 )
-from search.settings import SearchSettings, check_objective_flags, check_study_name, is_grid, study_ref, validate
+from search.settings import (
+    SearchSettings,
+    check_objective_flags,
+    check_study_name,
+    is_grid,
+    parse_epoch_budget,
+    study_ref,
+    validate,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,9 @@ class StartOptions:
     """Seconds after which this run starts no new trial (``--timeout``); not stored with the study."""
     stop_at: float | None = None
     """A best value at which this run starts no new trial (``--stop-at``); not stored with the study."""
+    epoch_budget: str | None = None
+    """``--epoch-budget`` as given (``800`` epochs, or ``40x`` trials' search epochs): this run starts no new
+    trial once the study's trials have trained that many epochs; not stored with the study."""
     enqueue: tuple[dict[str, Any], ...] = ()
     """Configurations to try first (``--enqueue FILE``), queued as the study is created or resumed."""
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -73,6 +84,8 @@ def check_flags(opts: StartOptions) -> None:
         check_study_name(opts.name)
     if opts.trials is not None and opts.trials <= 0:
         raise SearchError(f"--trials must be a positive number of trials, got {opts.trials}")
+    if opts.epoch_budget is not None:
+        parse_epoch_budget(opts.epoch_budget)
     grid = is_grid(settings.sampler)
     if opts.grid and not grid and (opts.explicit is None or "sampler" in opts.explicit):
         raise SearchError("--grid gives a grid search's values: add --sampler grid")

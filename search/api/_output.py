@@ -7,7 +7,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from search.api._locations import MLFLOW_TRACKING_ENV
-from search.coordination import objective_error
+from search.coordination import epochs_trained, objective_error
 from search.exceptions import SearchError
 from search.observation import RetrainView, study_summary
 from search.settings import ENV_PROJECT, ENV_STORAGE, ENV_TRACKING
@@ -33,8 +33,12 @@ def final_summary(coordinator: Coordinator, loc: Locations, retrain: bool, quiet
           f"{summary['failed']} failed)")  # fmt: skip
     if summary.get("ended_early"):
         ended = summary["ended_early"]
+        goes_on = "the same command goes on"
+        if str(ended["reason"]).startswith("--epoch-budget"):  # running trials went on: what they all trained
+            trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
+            goes_on = f"{epochs_trained(trials)} epochs trained in all; a larger --epoch-budget goes on"
         print(f"  the search ended early: {ended['reason']}; no new trial after {ended['claimed']} of the "
-              f"{ended['asked']} asked (the same command goes on)")  # fmt: skip
+              f"{ended['asked']} asked ({goes_on})")  # fmt: skip
     if summary.get("stopped_early"):
         print(f"  {summary['stopped_early']} of the complete trials stopped early (--patience)")
     if "first_rung" in summary:

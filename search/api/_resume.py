@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import storage
 from search.api._objectives import reconcile_objectives
-from search.coordination import Coordinator, objective_error
+from search.coordination import STOPPED_ATTR, Coordinator, epochs_trained, objective_error
 from search.exceptions import StudyMismatchError
 from search.settings import (
     SearchSettings,
@@ -24,6 +24,7 @@ from search.settings import (
     grid_differences,
     is_grid,
     load_study,
+    parse_epoch_budget,
     study_ref,
 )
 
@@ -59,7 +60,14 @@ def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, li
     if (error := objective_error(coordinator)) is not None:
         raise StudyMismatchError(f"study {name!r} stopped: {error}; start a new study (--name) with metrics its "
                                  "trials record")  # fmt: skip
-    return reconcile(opts, coordinator.read_record(), coordinator.budget())
+    record = coordinator.read_record()
+    if opts.trials is None and opts.epoch_budget is not None:  # enough trials for the epochs left
+        left = parse_epoch_budget(opts.epoch_budget, record.search_epochs) - epochs_trained(
+            coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False))  # fmt: skip
+        if left > 0:
+            asked = int((coordinator.study_user_attrs().get(STOPPED_ATTR) or {}).get("asked") or 0)
+            opts = replace(opts, trials=max(asked, coordinator.budget(), coordinator.counts().logical + left))
+    return reconcile(opts, record, coordinator.budget())
 
 
 def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[StartOptions, list[str]]:

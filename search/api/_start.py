@@ -43,6 +43,7 @@ from search.settings import (
     grid_size,
     is_grid,
     load_study,
+    parse_epoch_budget,
     parse_pruner,
     record_space,
     remove_study_dir,
@@ -96,6 +97,8 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     )  # fmt: skip
     record = with_objectives(record, opts)  # its pruner: none, unless it prunes on the study's own curve
     record = with_folds(record, opts, len(getattr(data, "folds", ())))  # k-fold: wilcoxon, unless given
+    if opts.epoch_budget is not None and record.folds:
+        raise SearchError("--epoch-budget counts epochs, and a k-fold study's trials report folds: give --trials")
     parse_pruner(record.settings.pruner).check_study(study, record.space)  # e.g. pbt: the study's mutable parameters
     known = tuple(check_configuration(record.space, c, f"--enqueue configuration {i + 1}")
                   for i, c in enumerate(opts.enqueue))  # fmt: skip
@@ -104,11 +107,15 @@ def prepare(opts: StartOptions) -> PreparedStudy:
     if opts.grid:
         raise SearchError(f"--grid gives a grid search's values, and this study searches with {settings.sampler!r}: "
                           "add --sampler grid")  # fmt: skip
-    if opts.trials is None:
-        raise SearchError("--trials is required: the budget of trials (only --sampler grid has a default, its size)")
-    if len(known) > opts.trials:
-        raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {opts.trials}")
-    return PreparedStudy(study, record, start_name(opts, study), opts.trials, known)
+    trials = opts.trials
+    if trials is None and opts.epoch_budget is not None:  # a bound: each trial trains an epoch at least
+        trials = parse_epoch_budget(opts.epoch_budget, record.search_epochs)
+    if trials is None:
+        raise SearchError("--trials is required: the budget of trials (--sampler grid's default is its size, "
+                          "--epoch-budget's its epochs)")  # fmt: skip
+    if len(known) > trials:
+        raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {trials}")
+    return PreparedStudy(study, record, start_name(opts, study), trials, known)
 
 
 def _prepare_grid(opts: StartOptions, study: Study, record: StudyRecord) -> PreparedStudy:
@@ -182,16 +189,18 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
             release_workers(procs, go, loc)
 
         coordinator, created = create_or_resume(loc, prepared, release=release)
+        stop = _early_stop(coordinator, opts, prepared, created)
         claimed = 0 if created else _claimed(coordinator.counts())
-        finished = not created and _finished(coordinator)
+        finished = not created and study_finished(coordinator)
         if not created:  # a new study's were released before its parent run was made
             release(None if finished else coordinator.study_name)
     except BaseException:
         release_workers(procs, go=None)
         raise
     if finished and not opts.quiet:  # the same command again: say so and show what it found, train nothing
+        larger = "--epoch-budget" if (stop.stopped or "").startswith("--epoch-budget") else "--trials"
         print(f"study {coordinator.study_name!r} is finished: nothing to run (`search retrain` trains its best "
-              f"trial again; a larger --trials searches on)", flush=True)  # fmt: skip
+              f"trial again; a larger {larger} searches on)", flush=True)  # fmt: skip
     if finished:
         _announce(changes, opts.quiet)  # stored all the same, for a larger budget later
         return final_summary(coordinator, loc, retrain=opts.retrain, quiet=opts.quiet, already_finished=True)
@@ -213,8 +222,9 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         except BaseException:
             release_workers(procs, go=None)
             raise
-    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=prepared.record.maximize()[0],
-                     constrained=bool(prepared.record.constraints))  # fmt: skip
+    if stop.epoch_budget is not None and not opts.quiet:
+        print(f"  epoch budget: no new trial once the trials have trained {stop.epoch_budget} epochs in all "
+              "(--epoch-budget); running trials finish", flush=True)  # fmt: skip
     follower = _Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
@@ -261,7 +271,7 @@ def _finished_by(coordinator: Coordinator, pid: int, index: int) -> bool:
 
 
 class _Stopping:
-    """The follower, checking ``--timeout`` and ``--stop-at`` each time it is called."""
+    """The follower, checking ``--timeout``, ``--stop-at`` and ``--epoch-budget`` each time it is called."""
 
     def __init__(self, stop: EarlyStop, follower: Any) -> None:
         self.stop, self.follower = stop, follower
@@ -295,8 +305,15 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
         time.sleep(0.05)
 
 
-def _finished(coordinator: Coordinator) -> bool:
-    return study_finished(coordinator)
+def _early_stop(coordinator: Coordinator, opts: StartOptions, prepared: PreparedStudy, created: bool) -> EarlyStop:
+    """``--timeout``, ``--stop-at``, ``--epoch-budget``: one a resumed study spent lowers its budget before a claim."""
+    record = prepared.record
+    epochs = None if opts.epoch_budget is None else parse_epoch_budget(opts.epoch_budget, record.search_epochs)
+    stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=record.maximize()[0],
+                     constrained=bool(record.constraints), epoch_budget=epochs)  # fmt: skip
+    if not created:
+        stop()
+    return stop
 
 
 def _budget_spent(coordinator: Coordinator) -> bool:

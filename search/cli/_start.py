@@ -105,6 +105,13 @@ _settings_options = stack(
     metavar="VALUE",
     help="Start no new trial once the best value reaches VALUE (or beats it); running trials finish.",
 )
+@option(
+    "--epoch-budget",
+    metavar="EPOCHS|Nx",
+    help="Start no new trial once the study's trials have trained this many epochs in all (Nx: N times the "
+    "study's search epochs, what N trials cost that all train to their last); running trials finish. What "
+    "pruning and --patience save goes into more trials. For this run only; --trials may then be left out.",
+)
 @option("--grid", multiple=True, metavar="NAME=V1,V2,...",
         help="With --sampler grid: the values of a parameter (repeatable; needed for continuous ones). Categorical "
              "parameters take all their choices, integer ones their whole range when it has at most 32 values; "
@@ -160,7 +167,8 @@ def start(ctx: click.Context, **kwargs: Any) -> None:
         retrain=not kwargs.pop("no_retrain"), quiet=ctx.obj["quiet"], gpus=kwargs.pop("gpus"),
         workers_per_gpu=kwargs.pop("workers_per_gpu"), gpu_memory_fraction=kwargs.pop("gpu_memory_fraction"),
         narrow=narrow, grid=grid, explicit=frozenset(given), timeout=kwargs.pop("timeout"),
-        stop_at=kwargs.pop("stop_at"), objectives=tuple(kwargs.pop("objectives")),
+        stop_at=kwargs.pop("stop_at"), epoch_budget=kwargs.pop("epoch_budget"),
+        objectives=tuple(kwargs.pop("objectives")),
         constraints=tuple(kwargs.pop("constraints")), warm_start_from=kwargs.pop("warm_start_from"),
         warm_start_top=kwargs.pop("warm_start_top"),
     )  # fmt: skip

@@ -32,6 +32,7 @@ from search.coordination._resilience import (
 from search.coordination._stopping import (
     EarlyStop,
     best_value,
+    epochs_trained,
     objective_error,
     stop_for_objective_error,
     stop_new_trials,
@@ -50,6 +51,7 @@ __all__ = [
     "STOPPED_ATTR",
     "EarlyStop",
     "best_value",
+    "epochs_trained",
     "objective_error",
     "stop_for_objective_error",
     "stop_new_trials",

@@ -1,4 +1,5 @@
-"""A search that ends before its trial budget: after ``--timeout``, or once ``--stop-at`` is reached.
+"""A search that ends before its trial budget: after ``--timeout``, once ``--stop-at`` is reached, or
+once its trials have trained ``--epoch-budget`` epochs.
 
 No new trial starts after that: the budget becomes the logical trials claimed so far, under the
 study lock (so a claim racing the stop either made it in or finds the budget spent), and the trials
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,8 @@ from search.coordination._coordinator import BUDGET_ATTR, STOPPED_ATTR
 from search.coordination._resilience import retrying
 
 if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
     from search.coordination._coordinator import Coordinator
 
 CHECK_EVERY_S = 2.0
@@ -35,16 +39,22 @@ class EarlyStop:
     maximize: bool = False
     constrained: bool = False
     """Whether the study has ``--constraint``s: only trials that meet them count for ``--stop-at``."""
+    epoch_budget: int | None = None
+    """``--epoch-budget``, in epochs: no new trial once the study's trials have trained this many."""
     started: float = field(default_factory=time.monotonic)
     stopped: str | None = None
     _next: float = 0.0
+    _next_count: float = 0.0
 
     def __call__(self) -> None:
         now = time.monotonic()
-        if self.stopped is not None or (self.timeout_s is None and self.target is None) or now < self._next:
+        if self.stopped is not None:
             return
-        self._next = now + CHECK_EVERY_S
-        reason = self._reason(now)
+        reason = None
+        if (self.timeout_s is not None or self.target is not None) and now >= self._next:
+            self._next = now + CHECK_EVERY_S
+            reason = self._reason(now)
+        reason = reason or self._epochs_reason(now)
         if reason is not None:
             self.stopped = reason
             retrying(lambda: stop_new_trials(self.coordinator, reason), "stopping new trials")
@@ -58,6 +68,38 @@ class EarlyStop:
         if best is not None and (best >= self.target if self.maximize else best <= self.target):
             return f"--stop-at {self.target:g} reached (best {best:.5g})"
         return None
+
+    def _epochs_reason(self, now: float) -> str | None:
+        """Each call (about once a second) while reading every trial is quick; in a large study, at
+        most a twentieth of the follower's time."""
+        if self.epoch_budget is None or now < self._next_count:
+            return None
+        coordinator = self.coordinator
+        trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
+        trained = epochs_trained(trials)
+        self._next_count = now + 20 * (time.monotonic() - now)
+        if trained >= self.epoch_budget:
+            return f"--epoch-budget {self.epoch_budget} epochs trained ({trained} so far)"
+        return None
+
+
+def epochs_trained(trials: Iterable[FrozenTrial]) -> int:
+    """The epochs the study's attempts trained, each counted once: the epochs an attempt reported
+    less those it took over with the attempt it continues (the last of its ``retry_history``: a
+    retry or a paused trial's resumption has that attempt's reports; a replaced trial's copy in
+    population-based training, its parent's up to ``pbt_epoch``). Epochs a retry trains again after
+    its checkpoint are not counted twice; a queued attempt has trained none."""
+    trials = list(trials)
+    reported = {t.number: len(t.intermediate_values) for t in trials}
+    total = 0
+    for t in trials:
+        if "pbt_epoch" in t.user_attrs and "resumed_from" in t.user_attrs:  # a copy (its retries drop resumed_from)
+            inherited = sum(1 for step in t.intermediate_values if step <= int(t.user_attrs["pbt_epoch"]))
+        else:
+            history = t.system_attrs.get("retry_history") or []
+            inherited = reported.get(int(history[-1]), 0) if history else 0
+        total += max(0, len(t.intermediate_values) - inherited)
+    return total
 
 
 def best_value(coordinator: Coordinator, constrained: bool = False, maximize: bool = False) -> float | None:

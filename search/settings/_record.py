@@ -122,6 +122,19 @@ def parse_duration(value: object, flag: str = "--timeout") -> float:
     return seconds
 
 
+def parse_epoch_budget(value: object, search_epochs: int | None = None) -> int:
+    """``--epoch-budget``: ``800`` (epochs in all) or ``40x`` (40 times the study's ``search_epochs``,
+    the epochs of 40 trials that each train to their last search epoch). Without ``search_epochs``,
+    ``Nx`` is checked and N returned."""
+    text = str(value).strip().lower()
+    times = text.endswith("x")
+    number = None if isinstance(value, bool) else _positive_whole(text[:-1] if times else text)
+    if number is None:
+        raise SearchError(f"--epoch-budget must be a positive whole number of epochs, or Nx for the search epochs "
+                          f"of N trials (40x), got {value!r}")  # fmt: skip
+    return number * search_epochs if times and search_epochs is not None else number
+
+
 def parse_stall_timeout(value: object) -> int | None:
     """``--stall-timeout``: a positive whole number of seconds, or ``off`` (0); None stays None."""
     if value is None:
