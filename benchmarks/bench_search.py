@@ -24,6 +24,8 @@ needed to reach the script's final best value (median over seeds, ratio to the s
 ``--out`` gets the anytime curves (best so far against epochs and against time) as a plotly page,
 the rank correlation of each epoch's values with the final values, and the raw traces as JSON.
 ``--first-seed F`` runs seeds F to F+SEEDS-1 (each drawn as in a run from seed 0), to add seeds to a record.
+``service --epoch-budget-from script`` gives the service's strategies the script's epochs of the same seed
+(``search start --epoch-budget``, no ``--trials``): a user who gives the search the script's compute.
 
   python benchmarks/bench_search.py simulate --tasks 3945,34539,146212,189906 --workers 1,8,32 --seeds 5
   python benchmarks/bench_search.py speedup --tasks 167168,168868,189909 --workers 8,32 --seeds 5 --jobs 2
@@ -224,15 +226,21 @@ def run_service(args: argparse.Namespace) -> list[Trace]:
     study, options = _problem_study(args.problem)
     options = {**options, **dict(o.split("=", 1) for o in args.study_option)}
     traces = []
+    chosen = _chosen(args)
+    if args.epoch_budget_from and next(iter(chosen), None) != args.epoch_budget_from:
+        raise SystemExit(f"--epoch-budget-from {args.epoch_budget_from}: list it first in --strategies")
     for workers in _ints(args.workers):
         for seed in _seeds(args):
-            for name, strategy in _chosen(args).items():
+            epochs = None  # the reference's, this seed: the budget of the strategies after it
+            for name, strategy in chosen.items():
                 started = time.time()
                 if strategy.build is not None:  # plain Optuna: one process, or W on one storage
                     runs = 1 if strategy.sequential else workers
                     trials = _run_script(study, options, seed, args.trials, runs, eager=name == "script-eager")
+                    if name == args.epoch_budget_from:
+                        epochs = sum(t["epochs"] for t in trials)
                 else:
-                    trials = _run_search(study, options, strategy, workers, seed, args)
+                    trials = _run_search(study, options, strategy, workers, seed, args, epochs)
                 trace = _trace(name, args.problem, workers, seed, trials, started)
                 traces.append(trace)
                 print(f"  {name} W={workers} seed {seed}: best {trace.best_at():.4g} "
@@ -241,15 +249,16 @@ def run_service(args: argparse.Namespace) -> list[Trace]:
 
 
 def _run_search(study: str, options: dict[str, Any], strategy: Strategy, workers: int, seed: int,
-                args: argparse.Namespace) -> list[dict[str, Any]]:  # fmt: skip
+                args: argparse.Namespace, epoch_budget: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
     import optuna
 
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp, _database(args.storage_admin, workers) as url:
         env = {**os.environ, "SEARCH_PROJECT_DIR": tmp, "PYTHONUNBUFFERED": "1"}
         if url:
             env["SEARCH_STORAGE"] = url
-        cmd = [sys.executable, "-m", "search", "start", "--study", study, "--name", "bench", "--trials",
-               str(args.trials), "--workers", str(workers), "--sampler", strategy.sampler, "--pruner",
+        budget = ["--trials", str(args.trials)] if epoch_budget is None else ["--epoch-budget", str(epoch_budget)]
+        cmd = [sys.executable, "-m", "search", "start", "--study", study, "--name", "bench", *budget,
+               "--workers", str(workers), "--sampler", strategy.sampler, "--pruner",
                strategy.pruner, "--patience", strategy.patience, "--seed", str(seed), "--no-retrain", "--quiet",
                *(a for k, v in options.items() for a in ("--study-option", f"{k}={v}"))]  # fmt: skip
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -650,6 +659,9 @@ def main() -> None:
     service.add_argument("--problem", default="resmlp-digits")
     service.add_argument("--workers", default="2")
     service.add_argument("--study-option", action="append", default=[], metavar="KEY=VALUE")
+    service.add_argument("--epoch-budget-from", choices=["script"],
+                         help="run the service's strategies with --epoch-budget set to the epochs the script "
+                              "(listed first in --strategies) trained on the same seed, and no --trials")  # fmt: skip
     service.add_argument("--storage-admin", default=os.environ.get("BENCH_STORAGE_ADMIN"),
                          help="PostgreSQL URL to create a database per run in (for more than 2 workers)")  # fmt: skip
     for p in (sim, service):
