@@ -2,6 +2,7 @@
 
 from search.coordination._coordinator import (
     BUDGET_ATTR,
+    EPOCHS_ATTR,
     EXPERIMENT_ATTR,
     PARENT_RUN_ATTR,
     SPEC_ATTR,
@@ -40,6 +41,7 @@ from search.coordination._stopping import (
 
 __all__ = [
     "BUDGET_ATTR",
+    "EPOCHS_ATTR",
     "ENV_OUTAGE_LIMIT",
     "EXPERIMENT_ATTR",
     "FAIL_REASON_ATTR",

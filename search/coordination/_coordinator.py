@@ -32,6 +32,8 @@ SPEC_ATTR = "hpsearch.spec"
 BUDGET_ATTR = "hpsearch.budget"
 STOPPED_ATTR = "hpsearch.ended_early"
 """Why a search took no new trial before its budget (``--timeout``, ``--stop-at``); cleared on resume."""
+EPOCHS_ATTR = "hpsearch.epoch_budget"
+"""This run's ``--epoch-budget`` and the epochs its follower last counted (``_stopping.py``); cleared on resume."""
 PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
 EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
 WORKERS_ATTR = "hpsearch.workers_joined"
@@ -43,8 +45,7 @@ class Coordinator:
     """One worker's (or the follower's) connection to a study's storage."""
 
     def __init__(self, url: str, study_name: str, schema_checked: bool = False) -> None:
-        """``schema_checked``: the process that started this one has opened the storage at ``url``
-        in full just now (see :func:`storage.open_optuna_storage`)."""
+        """``schema_checked``: this one's parent opened ``url`` in full just now (``storage.open_optuna_storage``)."""
         import optuna
 
         # Optuna logs every created study and trial at INFO; our own output says what matters.
@@ -59,8 +60,7 @@ class Coordinator:
         self._study_id: int | None = None
 
     def study_id(self) -> int:
-        """The study's id in its storage (``KeyError`` if there is no such study), read once: the
-        follower's and workers' every count and attribute read would otherwise look it up again."""
+        """The study's id (``KeyError``: no such study), read once, not at every count and attribute read."""
         if self._study_id is None:
             self._study_id = self.storage.get_study_id_from_name(self.study_name)
         return self._study_id
@@ -113,7 +113,8 @@ class Coordinator:
             if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
                 study.set_user_attr(SPEC_ATTR, resumed.to_json())
             self._set_budget(study, budget, points)
-            study.set_user_attr(STOPPED_ATTR, None)  # a new run of the search: its own limits
+            for attr in (STOPPED_ATTR, EPOCHS_ATTR):  # a new run of the search: its own limits
+                study.set_user_attr(attr, None)
             return study, False
         self.apply(record)
         directions = [optuna.study.StudyDirection[o.direction.upper()] for o in record.goals()]
@@ -151,9 +152,8 @@ class Coordinator:
         )  # fmt: skip
 
     def join(self) -> int:
-        """A number no other worker of this study has had, handed out under the study lock: it seeds this
-        worker's sampler (workers on different nodes, each numbering its processes from 0, must not
-        share a seed, or they propose the same trials). PostgreSQL: on the lock's connection alone."""
+        """A number no other worker of this study had, under the study lock, to seed its sampler (nodes number their
+        processes from 0, and one seed proposes the same trials). PostgreSQL: on the lock's connection alone."""
 
         def attempt() -> int:
             study_id = self.study_id()

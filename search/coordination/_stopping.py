@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination._coordinator import BUDGET_ATTR, STOPPED_ATTR
+from search.coordination._coordinator import BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR
 from search.coordination._resilience import retrying
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ class EarlyStop:
     stopped: str | None = None
     _next: float = 0.0
     _next_count: float = 0.0
+    _next_shown: float = 0.0
+    _first: tuple[float, int] | None = None
 
     def __call__(self) -> None:
         now = time.monotonic()
@@ -78,9 +80,21 @@ class EarlyStop:
         trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
         trained = epochs_trained(trials)
         self._next_count = now + 20 * (time.monotonic() - now)
-        if trained >= self.epoch_budget:
-            return f"--epoch-budget {self.epoch_budget} epochs trained ({trained} so far)"
-        return None
+        reached = trained >= self.epoch_budget
+        self._show(now, trained, reached)
+        return f"--epoch-budget {self.epoch_budget} epochs trained ({trained} so far)" if reached else None
+
+    def _show(self, now: float, trained: int, reached: bool) -> None:
+        """The count, for ``search status`` and the live view: every few seconds, and when reached."""
+        self._first = self._first or (now, trained)
+        if now < self._next_shown and not reached:
+            return
+        self._next_shown = now + 5 * CHECK_EVERY_S
+        since, before = self._first
+        rate = (trained - before) / (now - since) if now > since and trained > before else None
+        shown = {"epochs": self.epoch_budget, "trained": trained, "per_second": rate}
+        retrying(lambda: self.coordinator.storage.set_study_user_attr(self.coordinator.study_id(), EPOCHS_ATTR, shown),
+                 "recording the epochs trained")  # fmt: skip
 
 
 def epochs_trained(trials: Iterable[FrozenTrial]) -> int:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import STOPPED_ATTR
+from search.coordination import EPOCHS_ATTR, STOPPED_ATTR
 from search.settings import describe_grid
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class Snapshot:
     ended_early: dict[str, Any] | None = None
     """Why this run of the search takes no new trial (``--timeout``, ``--stop-at``): ``reason``,
     ``asked`` and ``claimed``; None while it goes on to its budget."""
+    epoch_budget: dict[str, Any] | None = None
+    """This run's ``--epoch-budget``: ``epochs``, ``trained`` (as last counted) and ``per_second``; None without."""
 
     @property
     def done(self) -> bool:
@@ -78,8 +80,11 @@ class Snapshot:
     def line(self) -> str:
         best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
         eta = "done" if self.done else "-" if self.eta_seconds is None else duration(self.eta_seconds)
+        budget = self.epoch_budget if not self.ended_early else None
+        finished = f"{self.finished}/{self.budget} finished" if budget is None else (
+            f"{self.finished} finished, {budget['trained']}/{budget['epochs']} epochs (--epoch-budget)")  # fmt: skip
         return (
-            f"{self.study}: {self.finished}/{self.budget} finished, {self.running} running, "
+            f"{self.study}: {finished}, {self.running} running, "
             f"{self.complete} complete, {self.pruned} pruned{self.paused_note()}, {self.failed} failed, best {best}, "
             f"{self.trials_per_minute:.1f} trials/min, ETA {eta}"
         )
@@ -149,6 +154,11 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
     active = counts.state("RUNNING") + counts.state("WAITING") > 0
     rate = rate_of(seen.window, since, active)
     eta = 60.0 * (budget - finished) / rate if rate > 0 and budget > finished else None
+    attrs = coordinator.study_user_attrs()
+    epochs = attrs.get(EPOCHS_ATTR) or None
+    if epochs and not attrs.get(STOPPED_ATTR):  # the epochs left, at this run's rate
+        left, per_second = epochs["epochs"] - epochs["trained"], epochs.get("per_second")
+        eta = max(0.0, left) / per_second if per_second else None
     now = time.time()
     running = [
         RunningTrial(t.number, t.user_attrs.get("worker"), t.user_attrs.get("host"),
@@ -166,7 +176,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
         recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid, folds=record.folds,
-        ended_early=coordinator.study_user_attrs().get(STOPPED_ATTR) or None,
+        ended_early=attrs.get(STOPPED_ATTR) or None, epoch_budget=epochs,
     )  # fmt: skip
 
 

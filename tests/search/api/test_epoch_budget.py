@@ -5,6 +5,7 @@ budget of trials may be left out, the same command trains nothing more, a larger
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -12,8 +13,9 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from search.coordination import epochs_trained
+from search.coordination import Coordinator, epochs_trained
 from search.exceptions import SearchError
+from search.observation import snapshot
 from search.settings import parse_epoch_budget
 
 SLEEP = str(Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "sleep_study.py")
@@ -96,6 +98,11 @@ def test_an_epoch_budget_ends_the_search_and_a_larger_one_goes_on(cli, tmp_path,
     # Each trial trains its 2 epochs; those claimed before the follower saw the budget reached finished.
     assert 3 <= status["finished"] <= 5 and trained == 2 * status["finished"] >= 6
     assert f"({trained} epochs trained in all; a larger --epoch-budget goes on)" in proc.stdout
+    snap = snapshot(Coordinator(f"sqlite:///{tmp_path / '.search' / 'optuna.db'}", "sleep"))
+    assert snap.epoch_budget is not None and snap.epoch_budget["epochs"] == 6 and snap.epoch_budget["trained"] >= 6
+    assert f"sleep: {snap.finished}/{snap.budget} finished" in snap.line()  # ended: counted in trials again
+    shown = f"sleep: {snap.finished} finished, {snap.epoch_budget['trained']}/6 epochs (--epoch-budget), "
+    assert shown in replace(snap, ended_early=None).line()  # as the live view showed it while it ran
 
     again = cli("start", *QUICK, "--epoch-budget", "3x", cwd=tmp_path, check=True)
     assert "is finished: nothing to run" in again.stdout and "a larger --epoch-budget searches on" in again.stdout
