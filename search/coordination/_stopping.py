@@ -85,11 +85,11 @@ class EarlyStop:
         return f"--epoch-budget {self.epoch_budget} epochs trained ({trained} so far)" if reached else None
 
     def _show(self, now: float, trained: int, reached: bool) -> None:
-        """The count, for ``search status`` and the live view: every few seconds, and when reached."""
+        """The count, for ``search status`` and the live view: every 2 s, and when reached."""
         self._first = self._first or (now, trained)
         if now < self._next_shown and not reached:
             return
-        self._next_shown = now + 5 * CHECK_EVERY_S
+        self._next_shown = now + CHECK_EVERY_S
         since, before = self._first
         rate = (trained - before) / (now - since) if now > since and trained > before else None
         shown = {"epochs": self.epoch_budget, "trained": trained, "per_second": rate}
