@@ -80,7 +80,7 @@ class Snapshot:
     def line(self) -> str:
         best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
         eta = "done" if self.done else "-" if self.eta_seconds is None else duration(self.eta_seconds)
-        budget = self.epoch_budget if not self.ended_early else None
+        budget = self.epoch_budget if not self.ended_early and not self.done else None  # after: in trials
         finished = f"{self.finished}/{self.budget} finished" if budget is None else (
             f"{self.finished} finished, {budget['trained']}/{budget['epochs']} epochs (--epoch-budget)")  # fmt: skip
         return (

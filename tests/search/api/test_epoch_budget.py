@@ -102,7 +102,8 @@ def test_an_epoch_budget_ends_the_search_and_a_larger_one_goes_on(cli, tmp_path,
     assert snap.epoch_budget is not None and snap.epoch_budget["epochs"] == 6 and snap.epoch_budget["trained"] >= 6
     assert f"sleep: {snap.finished}/{snap.budget} finished" in snap.line()  # ended: counted in trials again
     shown = f"sleep: {snap.finished} finished, {snap.epoch_budget['trained']}/6 epochs (--epoch-budget), "
-    assert shown in replace(snap, ended_early=None).line()  # as the live view showed it while it ran
+    assert shown in replace(snap, ended_early=None, running=1).line()  # as the live view showed it while it ran
+    assert f"sleep: {snap.finished}/{snap.budget} finished" in replace(snap, ended_early=None).line()  # done
 
     again = cli("start", *QUICK, "--epoch-budget", "3x", cwd=tmp_path, check=True)
     assert "is finished: nothing to run" in again.stdout and "a larger --epoch-budget searches on" in again.stdout
