@@ -67,9 +67,13 @@ def _resumed_mid_training(watch: StudyWatch) -> Any:
 
 
 def _check_paused_checkpoints(watch: StudyWatch, root: Path) -> int:
-    """Every paused trial that no attempt continues yet still has its checkpoints; how many."""
+    """Every paused trial that no attempt continues yet still has its checkpoints; how many. Once the
+    study has ended (nothing runs or waits) its paused trials end as they are and their checkpoints go:
+    on a slow machine the other worker may finish the study while one is frozen."""
     paused = paused_now(watch.trials())
     missing = [n for n in paused if not (root / f"trial-{n}").is_dir()]
+    if missing and not [t for t in watch.trials() if t.state.name in ("RUNNING", "WAITING")]:
+        return len(paused)  # the study ended between the two looks
     assert not missing, f"checkpoints of paused trials {missing} were deleted while the study ran"
     return len(paused)
 
