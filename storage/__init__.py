@@ -6,7 +6,7 @@ with TCP keepalive and a ping for connections that sat idle. Passwords never app
 this package returns as text.
 """
 
-from storage._counts import FINISHED, TrialCounts, count_trials, count_trials_and_attr
+from storage._counts import FINISHED, TrialCounts, count_trials, count_trials_and_attr, study_attrs
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, retries_of, stale_trials
@@ -181,6 +181,7 @@ __all__ = [
     "sqlite_url",
     "stale_trials",
     "store_steps",
+    "study_attrs",
     "study_lock",
     "without_password",
 ]

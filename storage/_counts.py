@@ -50,6 +50,9 @@ _CLAIM_COUNTS = sqlalchemy.text(
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     """
 )
+_ATTRS = sqlalchemy.text(
+    "SELECT key, value_json FROM study_user_attributes WHERE study_id = :sid AND key IN :keys"
+).bindparams(sqlalchemy.bindparam("keys", expanding=True))
 FINISHED = "FINISHED"
 """The one state of a claim's counts for every finished trial (see :func:`count_trials_and_attr`)."""
 
@@ -137,3 +140,13 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
         by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0), int(extra.evicted or 0)
     )
     return counts, None if raw is None else json.loads(raw)
+
+
+def study_attrs(bind: Engine | Connection, study_id: int, *keys: str) -> dict[str, Any]:
+    """Those of the study's user attributes set to something other than null (JSON-decoded), read alone:
+    index lookups. (An attribute cleared is set to null: Optuna cannot delete one.)"""
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return study_attrs(conn, study_id, *keys)
+    rows = bind.execute(_ATTRS, {"sid": study_id, "keys": list(keys)}).all()
+    return {key: value for key, raw in rows if (value := json.loads(raw)) is not None}

@@ -306,12 +306,12 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
 
 
 def _early_stop(coordinator: Coordinator, opts: StartOptions, prepared: PreparedStudy, created: bool) -> EarlyStop:
-    """``--timeout``, ``--stop-at``, ``--epoch-budget``: one a resumed study spent lowers its budget before a claim."""
+    """``--timeout``, ``--stop-at``, ``--epoch-budget`` (counted at once: workers read it); one spent ends it now."""
     record = prepared.record
     epochs = None if opts.epoch_budget is None else parse_epoch_budget(opts.epoch_budget, record.search_epochs)
     stop = EarlyStop(coordinator, opts.timeout, opts.stop_at, maximize=record.maximize()[0],
                      constrained=bool(record.constraints), epoch_budget=epochs)  # fmt: skip
-    if not created:
+    if not created or epochs is not None:
         stop()
     return stop
 

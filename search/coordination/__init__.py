@@ -1,6 +1,6 @@
 """The study in its storage: the study record, claims within an exact budget, liveness and reaping, outages."""
 
-from search.coordination._coordinator import (
+from search.coordination._attrs import (
     BUDGET_ATTR,
     EPOCHS_ATTR,
     EXPERIMENT_ATTR,
@@ -8,8 +8,8 @@ from search.coordination._coordinator import (
     SPEC_ATTR,
     STOPPED_ATTR,
     WORKERS_ATTR,
-    Coordinator,
 )
+from search.coordination._coordinator import Coordinator
 from search.coordination._liveness import heartbeat, keep_alive
 from search.coordination._paused import queue_continuation, resumable, study_finished
 from search.coordination._reaper import (
@@ -33,6 +33,7 @@ from search.coordination._resilience import (
 from search.coordination._stopping import (
     EarlyStop,
     best_value,
+    epoch_budget_spent,
     epochs_trained,
     objective_error,
     stop_for_objective_error,
@@ -53,6 +54,7 @@ __all__ = [
     "STOPPED_ATTR",
     "EarlyStop",
     "best_value",
+    "epoch_budget_spent",
     "epochs_trained",
     "objective_error",
     "stop_for_objective_error",

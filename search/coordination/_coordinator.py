@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import storage as st
+from search.coordination._attrs import (
+    BUDGET_ATTR,
+    CHECKPOINT_ROOTS_ATTR,
+    EPOCHS_ATTR,
+    SPEC_ATTR,
+    STOPPED_ATTR,
+    WORKERS_ATTR,
+)
 from search.coordination._grid import check_same_grid, queue_points
 from search.coordination._interrupts import interrupts_deferred
 from search.coordination._paused import resume_paused
@@ -27,18 +35,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 log = logging.getLogger(__name__)
-
-SPEC_ATTR = "hpsearch.spec"
-BUDGET_ATTR = "hpsearch.budget"
-STOPPED_ATTR = "hpsearch.ended_early"
-"""Why a search took no new trial before its budget (``--timeout``, ``--stop-at``); cleared on resume."""
-EPOCHS_ATTR = "hpsearch.epoch_budget"
-"""This run's ``--epoch-budget`` and the epochs its follower last counted (``_stopping.py``); cleared on resume."""
-PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
-EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
-WORKERS_ATTR = "hpsearch.workers_joined"
-CHECKPOINT_ROOTS_ATTR = "hpsearch.checkpoint_roots"
-"""The checkpoint roots ``search start`` ran the study with: where ``search delete`` looks."""
 
 
 class Coordinator:

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import storage as st
+from search.coordination._attrs import STOPPED_ATTR
 from search.coordination._reaper import RetryDeadTrial
 from search.coordination._resilience import retrying
 from search.settings import PAUSED_AT_ATTR, pausing_spec
@@ -48,11 +49,15 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
 
 def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:
     """The paused attempt (its id and epoch) that its pruner's rule resumes now, if the study's
-    pruner pauses; None if it does not, or no paused trial has earned it (or can resume here)."""
+    pruner pauses; None if it does not, or no paused trial has earned it (or can resume here), or
+    the search ended early (``--timeout``, ``--stop-at``, ``--epoch-budget``: the paused trials then
+    end with their best values, as at the end of a study)."""
     spec = pausing_spec(study.pruner)
     if spec is None:
         return None
     bind = conn or coordinator.storage.engine
+    if st.study_attrs(bind, st.study_id(study), STOPPED_ATTR):  # ended early: no paused trial starts again
+        return None
     paused = {n: p for n, p in st.paused_trials(bind, st.study_id(study), PAUSED_AT_ATTR).items()
               if coordinator.can_resume(n)}  # fmt: skip
     if not paused:

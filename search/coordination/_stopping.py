@@ -3,8 +3,10 @@ once its trials have trained ``--epoch-budget`` epochs.
 
 No new trial starts after that: the budget becomes the logical trials claimed so far, under the
 study lock (so a claim racing the stop either made it in or finds the budget spent), and the trials
-running finish as they would. The reason is stored with the study for the summary; resuming the study
-with ``search start`` asks for the full budget again.
+running finish as they would; a paused trial (freeze-thaw) is not resumed. The reason is stored with
+the study for the summary; resuming the study with ``search start`` asks for the full budget again.
+The command's follower checks the limits; near the end of an ``--epoch-budget``, a worker about to
+claim counts the epochs too (:func:`epoch_budget_spent`), so none starts a trial past it.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination._coordinator import BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR
+import storage as st
+from search.coordination._attrs import BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR
 from search.coordination._resilience import retrying
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from search.coordination._coordinator import Coordinator
+    from storage import StudyTrials
 
 CHECK_EVERY_S = 2.0
 OBJECTIVE_ERROR_ATTR = "hpsearch.objective_error"
@@ -81,10 +85,10 @@ class EarlyStop:
         trained = epochs_trained(trials)
         self._next_count = now + 20 * (time.monotonic() - now)
         reached = trained >= self.epoch_budget
-        self._show(now, trained, reached)
-        return f"--epoch-budget {self.epoch_budget} epochs trained ({trained} so far)" if reached else None
+        self._show(now, trained, reached, running=sum(t.state.name == "RUNNING" for t in trials))
+        return _epochs_spent(self.epoch_budget, trained) if reached else None
 
-    def _show(self, now: float, trained: int, reached: bool) -> None:
+    def _show(self, now: float, trained: int, reached: bool, running: int) -> None:
         """The count, for ``search status`` and the live view: every 2 s, and when reached."""
         self._first = self._first or (now, trained)
         if now < self._next_shown and not reached:
@@ -92,9 +96,49 @@ class EarlyStop:
         self._next_shown = now + CHECK_EVERY_S
         since, before = self._first
         rate = (trained - before) / (now - since) if now > since and trained > before else None
-        shown = {"epochs": self.epoch_budget, "trained": trained, "per_second": rate}
+        shown = {"epochs": self.epoch_budget, "trained": trained, "per_second": rate, "at": time.time(),
+                 "running": running}  # fmt: skip
         retrying(lambda: self.coordinator.storage.set_study_user_attr(self.coordinator.study_id(), EPOCHS_ATTR, shown),
                  "recording the epochs trained")  # fmt: skip
+
+
+def _epochs_spent(budget: int, trained: int) -> str:
+    return f"--epoch-budget {budget} epochs trained ({trained} so far)"
+
+
+def epoch_budget_spent(coordinator: Coordinator, trials: StudyTrials | None, search_epochs: int) -> bool:
+    """Before a worker claims: whether the search took no new trial already, or this run's
+    ``--epoch-budget`` is spent, counted now (then no new trial, as the follower would do a moment later).
+
+    The follower counts about once a second, and a worker that has just finished the trial crossing
+    the budget would claim one more meanwhile. Counted here only near the end (by the follower's last
+    count, its rate since, the trials it saw running and one trial's epochs), a claim far from it pays
+    one read of two study attributes; near it, the trials changed since the worker's last read
+    (``trials``, its copy), or all of them.
+    """
+    study_id = coordinator.study_id()
+    attrs = retrying(lambda: st.study_attrs(coordinator.storage.engine, study_id, STOPPED_ATTR, EPOCHS_ATTR),
+                     "reading the epoch budget")  # fmt: skip
+    shown = attrs.get(EPOCHS_ATTR)
+    if attrs.get(STOPPED_ATTR) or not shown or shown.get("epochs") is None:
+        return bool(attrs.get(STOPPED_ATTR))
+    budget, trained = int(shown["epochs"]), int(shown.get("trained") or 0)
+    if trained < budget:  # the follower's count, unless it just found the budget spent (and is stopping)
+        age = max(0.0, time.time() - float(shown.get("at") or 0.0))  # unknown: as old as can be
+        rate = shown.get("per_second")
+        ahead = math.inf if rate is None else float(rate) * (age + 2 * CHECK_EVERY_S)
+        if trained + ahead + (int(shown.get("running") or 0) + 1) * search_epochs < budget:
+            return False
+
+        def count() -> int:
+            read = coordinator.storage.get_all_trials(study_id, deepcopy=False) if trials is None else trials.refresh()
+            return epochs_trained(read)
+
+        trained = retrying(count, "counting the epochs trained")
+        if trained < budget:
+            return False
+    retrying(lambda: stop_new_trials(coordinator, _epochs_spent(budget, trained)), "stopping new trials")
+    return True
 
 
 def epochs_trained(trials: Iterable[FrozenTrial]) -> int:
@@ -133,9 +177,12 @@ def best_value(coordinator: Coordinator, constrained: bool = False, maximize: bo
 
 
 def stop_new_trials(coordinator: Coordinator, reason: str) -> dict[str, Any]:
-    """Lower the budget to the logical trials claimed so far and record why, under the study lock."""
+    """Lower the budget to the logical trials claimed so far and record why, under the study lock;
+    once only (the record of the first stop, if the study already took no new trial)."""
     study_id = coordinator.study_id()
     with coordinator.lock():
+        if stopped := coordinator.study_user_attrs().get(STOPPED_ATTR):  # by a worker, or the follower: the first says
+            return stopped
         claimed, asked = coordinator.counts().logical, coordinator.budget()
         record = {"reason": reason, "asked": asked, "claimed": claimed}
         coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)

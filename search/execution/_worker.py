@@ -9,7 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import INTERRUPTED, PARENT_RUN_ATTR, Coordinator, fail_and_retry, retrying
+from search.coordination import (
+    INTERRUPTED,
+    PARENT_RUN_ATTR,
+    Coordinator,
+    epoch_budget_spent,
+    fail_and_retry,
+    retrying,
+)
 from search.exceptions import SearchError
 from search.execution._context import ParentRun, TrialOutcome, WorkerContext
 from search.execution._early import preloaded
@@ -143,6 +150,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
     report = WorkerReport(ctx.worker_id)
     while stop is None or not stop():
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
+        epoch_budget_spent(ctx.coordinator, ctx.pruner_trials, ctx.record.search_epochs)  # then no claim
         trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.

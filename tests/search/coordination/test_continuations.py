@@ -116,3 +116,34 @@ def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_pa
     coordinator.storage.set_trial_state_values(resumed, optuna.trial.TrialState.RUNNING)
     coordinator.storage.set_trial_state_values(resumed, optuna.trial.TrialState.COMPLETE, [0.1])
     assert follow_view(coordinator, follower, interval=0.05, nobody_s=0.3) is None  # resumed: the study is over
+
+
+def test_no_paused_trial_resumes_once_the_search_ended_early(tmp_path):
+    """After --timeout, --stop-at or --epoch-budget no trial starts again: a paused one that earned its
+    resumption stays paused, and the study is over once the running trials finish (the paused ones then
+    end with their best values, as at the end of a study)."""
+    from pathlib import Path
+
+    from search.coordination import Coordinator, resumable, stop_new_trials, study_finished
+    from search.settings import SearchSettings, StudyRecord
+
+    ranked = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
+    record = StudyRecord(study_ref=str(ranked), metric="val_loss", direction="minimize", search_epochs=4,
+                         settings=SearchSettings(pruner="asha:min=1,factor=2"))  # fmt: skip
+    coordinator = Coordinator(storage.sqlite_url(tmp_path / "optuna.db"), "s")
+    coordinator.can_resume = lambda number: True
+    study, _ = coordinator.create_or_resume(record, budget=8)
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    for number, x in enumerate((0.1, 0.5, 0.7, 0.9)):  # trial 0 paused at rung 1, in its top half
+        state = optuna.trial.TrialState.PRUNED if number == 0 else optuna.trial.TrialState.COMPLETE
+        study.add_trial(optuna.trial.create_trial(state=state, params={"x": x}, distributions=dist,
+                                                  value=None if number == 0 else x, intermediate_values={1: x},
+                                                  user_attrs={"paused_at": 1} if number == 0 else {}))  # fmt: skip
+    study = coordinator.load()
+    assert resumable(coordinator, study) is not None  # before the stop: a worker would resume it
+    stop_new_trials(coordinator, "--timeout 1 s passed")
+    assert resumable(coordinator, study) is None and study_finished(coordinator, study)
+    trial, _ = coordinator.claim(study)
+    assert trial is None and len(study.get_trials()) == 4
+    study, created = coordinator.create_or_resume(record, budget=8)  # the same command again: a new run
+    assert not created and resumable(coordinator, study) is not None
