@@ -93,6 +93,7 @@ def test_a_search_ended_early_keeps_its_paused_trials_for_the_same_command_to_re
     # Two trials pause at their first rung: the better one has earned its resumption when the budget ends it.
     first = start("--epoch-budget", "2")
     assert first.returncode == 0 and "ended early: --epoch-budget 2 epochs trained" in first.stdout, first.stderr
+    assert "2 pruned (2 paused, kept for the same command to resume)" in first.stdout
     trials = optuna.load_study(study_name="ranked", storage=storage).get_trials(deepcopy=False)
     assert epochs_trained(trials) == 2 and len(trials) == 2  # the one worker counted before it claimed again
     continued = {t.user_attrs["resumed_from"] for t in trials if "resumed_from" in t.user_attrs}
