@@ -6,7 +6,7 @@ study lock (so a claim racing the stop either made it in or finds the budget spe
 running finish as they would; a paused trial (freeze-thaw) is not resumed. The reason is stored with
 the study for the summary; resuming the study with ``search start`` asks for the full budget again.
 The command's follower checks the limits; near the end of an ``--epoch-budget``, a worker about to
-claim counts the epochs too (:func:`epoch_budget_spent`), so none starts a trial past it.
+claim counts the epochs too (:func:`epoch_budget_spent`), so none normally starts a trial past it.
 """
 
 from __future__ import annotations
