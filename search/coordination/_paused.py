@@ -56,8 +56,6 @@ def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = N
     if spec is None:
         return None
     bind = conn or coordinator.storage.engine
-    if st.study_attrs(bind, st.study_id(study), STOPPED_ATTR):  # ended early: no paused trial starts again
-        return None
     paused = {n: p for n, p in st.paused_trials(bind, st.study_id(study), PAUSED_AT_ATTR).items()
               if coordinator.can_resume(n)}  # fmt: skip
     if not paused:
@@ -65,7 +63,10 @@ def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = N
     values = st.values_at(bind, st.study_id(study), sorted({at for _, at in paused.values()}))
     maximize = study.direction.name == "MAXIMIZE"
     number = spec.to_resume(study.pruner, values, {n: at for n, (_, at) in paused.items()}, maximize)
-    return None if number is None else paused[number]
+    # Ended early: no paused trial starts again (looked at last: a claim under the lock pays it only then).
+    if number is None or st.study_attrs(bind, st.study_id(study), STOPPED_ATTR):
+        return None
+    return paused[number]
 
 
 def study_finished(coordinator: Any, study: optuna.Study | None = None) -> bool:
