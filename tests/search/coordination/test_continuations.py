@@ -85,29 +85,36 @@ def test_search_start_stops_waiting_for_a_resumption_no_worker_takes(monkeypatch
     assert follow.follow_until_done(coordinator, lambda: None, poll=0.05) is True  # at once
 
 
-@pytest.mark.timeout(60)  # before the fix `search follow` waited forever
-def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_path):
-    """After `search start` was stopped (Ctrl-C), the trials left are done but for a paused one that
-    has earned its resumption: the view says so, naming it, instead of waiting forever."""
+def _earned_resumption(tmp_path, budget: int):
+    """A freeze-thaw study (``asha:min=1,factor=2``) of 4 trials whose trial 0 is paused at rung 1 in its
+    top half: it has earned its resumption. The coordinator, the study and its record."""
     from pathlib import Path
 
-    from search.api._follow import follow_view
     from search.coordination import Coordinator
-    from search.observation import PlainFollower
     from search.settings import SearchSettings, StudyRecord
 
-    url = storage.sqlite_url(tmp_path / "optuna.db")
     ranked = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
     record = StudyRecord(study_ref=str(ranked), metric="val_loss", direction="minimize", search_epochs=4,
                          settings=SearchSettings(pruner="asha:min=1,factor=2"))  # fmt: skip
-    coordinator = Coordinator(url, "s")
-    study, _ = coordinator.create_or_resume(record, budget=4)
+    coordinator = Coordinator(storage.sqlite_url(tmp_path / "optuna.db"), "s")
+    study, _ = coordinator.create_or_resume(record, budget=budget)
     dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
-    for number, x in enumerate((0.1, 0.5, 0.7, 0.9)):  # trial 0 paused at rung 1, in its top half
+    for number, x in enumerate((0.1, 0.5, 0.7, 0.9)):
         state = optuna.trial.TrialState.PRUNED if number == 0 else optuna.trial.TrialState.COMPLETE
         study.add_trial(optuna.trial.create_trial(state=state, params={"x": x}, distributions=dist,
                                                   value=None if number == 0 else x, intermediate_values={1: x},
                                                   user_attrs={"paused_at": 1} if number == 0 else {}))  # fmt: skip
+    return coordinator, study, record
+
+
+@pytest.mark.timeout(60)  # before the fix `search follow` waited forever
+def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_path):
+    """After `search start` was stopped (Ctrl-C), the trials left are done but for a paused one that
+    has earned its resumption: the view says so, naming it, instead of waiting forever."""
+    from search.api._follow import follow_view
+    from search.observation import PlainFollower
+
+    coordinator, study, _ = _earned_resumption(tmp_path, budget=4)
     follower = PlainFollower(coordinator, quiet=True)
     said = follow_view(coordinator, follower, interval=0.05, nobody_s=0.3)
     assert said is not None and said.startswith("trial 0 (paused at epoch 1) has earned its resumption, but no worker")
@@ -120,25 +127,12 @@ def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_pa
 
 def test_no_paused_trial_resumes_once_the_search_ended_early(tmp_path):
     """After --timeout, --stop-at or --epoch-budget no trial starts again: a paused one that earned its
-    resumption stays paused, and the study is over once the running trials finish (the paused ones then
-    end with their best values, as at the end of a study)."""
-    from pathlib import Path
+    resumption stays paused (its checkpoint kept), and the study is over once the running trials
+    finish; the same command again, a new run of the search, resumes it."""
+    from search.coordination import resumable, stop_new_trials, study_finished
 
-    from search.coordination import Coordinator, resumable, stop_new_trials, study_finished
-    from search.settings import SearchSettings, StudyRecord
-
-    ranked = Path(__file__).resolve().parents[1] / "data" / "ranked_study.py"
-    record = StudyRecord(study_ref=str(ranked), metric="val_loss", direction="minimize", search_epochs=4,
-                         settings=SearchSettings(pruner="asha:min=1,factor=2"))  # fmt: skip
-    coordinator = Coordinator(storage.sqlite_url(tmp_path / "optuna.db"), "s")
+    coordinator, _, record = _earned_resumption(tmp_path, budget=8)
     coordinator.can_resume = lambda number: True
-    study, _ = coordinator.create_or_resume(record, budget=8)
-    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
-    for number, x in enumerate((0.1, 0.5, 0.7, 0.9)):  # trial 0 paused at rung 1, in its top half
-        state = optuna.trial.TrialState.PRUNED if number == 0 else optuna.trial.TrialState.COMPLETE
-        study.add_trial(optuna.trial.create_trial(state=state, params={"x": x}, distributions=dist,
-                                                  value=None if number == 0 else x, intermediate_values={1: x},
-                                                  user_attrs={"paused_at": 1} if number == 0 else {}))  # fmt: skip
     study = coordinator.load()
     assert resumable(coordinator, study) is not None  # before the stop: a worker would resume it
     stop_new_trials(coordinator, "--timeout 1 s passed")
