@@ -162,9 +162,8 @@ def _shown_tracking(loc: Locations) -> bool:
 
 def _paused(summary: dict[str, Any]) -> str:
     """`` (3 paused ...)`` when freeze-thaw left paused trials that no worker resumed, or evicted some
-    paused trials' checkpoints: they end pruned; a search ended early keeps them for the next run."""
+    paused trials' checkpoints: they end pruned."""
     paused, evicted = summary.get("paused") or 0, summary.get("evicted") or 0
-    then = "kept for the same command to resume" if summary.get("ended_early") else "never resumed"
-    notes = [f"{paused} paused, {then}"] if paused else []
+    notes = [f"{paused} paused, never resumed"] if paused else []
     notes += [f"{evicted} paused whose checkpoints were evicted (asha:disk)"] if evicted else []
     return f" ({'; '.join(notes)})" if notes else ""

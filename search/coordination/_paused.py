@@ -50,8 +50,8 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
 def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:
     """The paused attempt (its id and epoch) that its pruner's rule resumes now, if the study's
     pruner pauses; None if it does not, or no paused trial has earned it (or can resume here), or
-    the search ended early (``--timeout``, ``--stop-at``, ``--epoch-budget``: the paused trials keep
-    their checkpoints for the next run of the search)."""
+    the search ended early (``--timeout``, ``--stop-at``, ``--epoch-budget``: the paused trials then
+    end as at the end of a study)."""
     spec = pausing_spec(study.pruner)
     if spec is None:
         return None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import storage as st
-from search.coordination import STOPPED_ATTR, retrying
+from search.coordination import retrying
 from search.exceptions import DatabaseUnavailableError
 from search.execution._context import WorkerContext
 from search.settings import PAUSED_AT_ATTR, PAUSED_EVICTED_ATTR, exploiting_spec, pausing_spec, study_dir
@@ -101,8 +101,7 @@ def discard_paused(ctx: WorkerContext) -> None:
     """The study is over: the checkpoints of its paused trials that no worker resumed are not
     needed any more (each stays PRUNED, with the values it reported), nor, under population-based
     training, any trial's; nor the folders of evicted ones, should a worker have died before it
-    removed them. A search that ended early keeps its paused trials' checkpoints: the same command
-    again goes on, and may resume them (the study's end then removes them, or ``search delete``)."""
+    removed them."""
     root = study_dir(ctx.checkpoint_root, ctx.optuna_study.study_name)
     if exploiting_spec(ctx.optuna_study.pruner) is not None:  # population-based training kept them all
         for folder in root.glob("trial-*"):
@@ -111,8 +110,7 @@ def discard_paused(ctx: WorkerContext) -> None:
     if pausing_spec(ctx.optuna_study.pruner) is None:
         return
     engine, sid = ctx.coordinator.storage.engine, ctx.coordinator.study_id()
-    ended_early = retrying(lambda: bool(st.study_attrs(engine, sid, STOPPED_ATTR)), "reading the study")
-    paused = {} if ended_early else retrying(lambda: st.paused_trials(engine, sid, PAUSED_AT_ATTR), "reading paused")
+    paused = retrying(lambda: st.paused_trials(engine, sid, PAUSED_AT_ATTR), "reading paused trials")
     evicted = retrying(lambda: st.paused_trials(engine, sid, PAUSED_EVICTED_ATTR), "reading evicted trials")
     for number in [*paused, *evicted]:
         shutil.rmtree(root / f"trial-{number}", ignore_errors=True)

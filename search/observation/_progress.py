@@ -67,7 +67,7 @@ class Snapshot:
     folds: int = 0
     """K-fold cross-validation: each trial's folds (its running trials' ``epoch`` counts folds); 0: one split."""
     ended_early: dict[str, Any] | None = None
-    """Why this run of the search takes no new trial (``--timeout``, ``--stop-at``): ``reason``,
+    """Why this run of the search takes no new trial (``--timeout``, ``--stop-at``, ``--epoch-budget``): ``reason``,
     ``asked`` and ``claimed``; None while it goes on to its budget."""
     epoch_budget: dict[str, Any] | None = None
     """This run's ``--epoch-budget``: ``epochs``, ``trained`` (as last counted) and ``per_second``; None without."""

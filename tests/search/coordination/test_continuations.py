@@ -127,8 +127,8 @@ def test_search_follow_says_no_worker_takes_an_earned_resumption_and_ends(tmp_pa
 
 def test_no_paused_trial_resumes_once_the_search_ended_early(tmp_path):
     """After --timeout, --stop-at or --epoch-budget no trial starts again: a paused one that earned its
-    resumption stays paused (its checkpoint kept), and the study is over once the running trials
-    finish; the same command again, a new run of the search, resumes it."""
+    resumption stays paused, and the study is over once the running trials finish; in a new run of
+    the search (the stop cleared) the rule applies again."""
     from search.coordination import resumable, stop_new_trials, study_finished
 
     coordinator, _, record = _earned_resumption(tmp_path, budget=8)
