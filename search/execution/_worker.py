@@ -150,7 +150,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
     report = WorkerReport(ctx.worker_id)
     while stop is None or not stop():
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
-        epoch_budget_spent(ctx.coordinator, ctx.pruner_trials, ctx.record.search_epochs)  # then no claim
+        epoch_budget_spent(ctx.coordinator, ctx.pruner_trials, ctx.record.search_epochs)  # spent: the claim finds none
         trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.
