@@ -6,7 +6,7 @@ with TCP keepalive and a ping for connections that sat idle. Passwords never app
 this package returns as text.
 """
 
-from storage._counts import FINISHED, TrialCounts, count_trials, count_trials_and_attr, study_attrs
+from storage._counts import FINISHED, TrialCounts, claim_counts, count_trials, count_trials_and_attr, study_attrs
 from storage._engine import MAX_OVERFLOW, POOL_SIZE, create_engine
 from storage._errors import StorageError
 from storage._liveness import retried_trial_numbers, retries_of, stale_trials
@@ -150,6 +150,7 @@ __all__ = [
     "check_connection",
     "check_lock",
     "check_writable",
+    "claim_counts",
     "count_trials",
     "count_trials_and_attr",
     "create_engine",

@@ -39,22 +39,26 @@ _COUNTS = sqlalchemy.text(
 
 
 # What a claim needs, each part one index's range: however large the study, a few rows read. The trials
-# number 0, 1, 2, ... (``storage._optuna_internals._claim``), so the highest number + 1 is their count.
+# number 0, 1, 2, ... (``storage._optuna_internals._claim``), so the highest number + 1 is their count;
+# the rows after the first are the study user attributes asked for (``:keys``) that exist.
 _CLAIM_COUNTS = sqlalchemy.text(
     """
-    SELECT (SELECT COALESCE(max(number) + 1, 0) FROM trials WHERE study_id = :sid) AS n,
+    SELECT NULL AS key, NULL AS value_json,
+           (SELECT COALESCE(max(number) + 1, 0) FROM trials WHERE study_id = :sid) AS n,
            (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'RUNNING') AS running,
            (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'WAITING') AS waiting,
            (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
-            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
-           (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
+            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries
+    UNION ALL
+    SELECT key, value_json, 0 AS n, 0 AS running, 0 AS waiting, 0 AS retries
+    FROM study_user_attributes WHERE study_id = :sid AND key IN :keys
     """
-)
+).bindparams(sqlalchemy.bindparam("keys", expanding=True))
 _ATTRS = sqlalchemy.text(
     "SELECT key, value_json FROM study_user_attributes WHERE study_id = :sid AND key IN :keys"
 ).bindparams(sqlalchemy.bindparam("keys", expanding=True))
 FINISHED = "FINISHED"
-"""The one state of a claim's counts for every finished trial (see :func:`count_trials_and_attr`)."""
+"""The one state of a claim's counts for every finished trial (see :func:`claim_counts`)."""
 
 
 @dataclass(frozen=True)
@@ -112,25 +116,12 @@ def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
     return count_trials_and_attr(bind, study_id, None)[0]
 
 
-def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | None, *,
-                          finished_apart: bool = True) -> tuple[TrialCounts, Any]:  # fmt: skip
-    """The counts and one study user attribute (JSON-decoded, ``None`` if unset) in one round trip.
-
-    What a claim reads under the study lock: every statement there is paid by every worker in turn.
-    A claim needs of the counts only the running, queued and logical trials: with ``finished_apart``
-    false the finished trials are counted as one state, ``FINISHED`` (not COMPLETE, PRUNED or FAIL,
-    which read as 0, nor paused and resumed attempts), from the indexes alone, where telling them
-    apart reads every trial of the study (about 25 ms at 100,000 trials, inside the lock).
-    """
+def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | None) -> tuple[TrialCounts, Any]:
+    """The counts, each state apart, and one study user attribute (JSON-decoded, ``None`` if unset) in
+    one round trip."""
     if isinstance(bind, Engine):
         with bind.connect() as conn:
-            return count_trials_and_attr(conn, study_id, key, finished_apart=finished_apart)
-    if not finished_apart:
-        row = bind.execute(_CLAIM_COUNTS, {"sid": study_id, "key": key}).one()
-        running, waiting = int(row.running), int(row.waiting)
-        by_state = {"RUNNING": running, "WAITING": waiting, FINISHED: int(row.n) - running - waiting}
-        counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0))
-        return counts, None if row.attr is None else json.loads(row.attr)
+            return count_trials_and_attr(conn, study_id, key)
     rows = bind.execute(_COUNTS, {"sid": study_id, "key": key}).fetchall()
     extra = next(r for r in rows if r.state is None)
     raw = extra.attr
@@ -140,6 +131,28 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
         by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0), int(extra.evicted or 0)
     )
     return counts, None if raw is None else json.loads(raw)
+
+
+def claim_counts(bind: Engine | Connection, study_id: int, *keys: str) -> tuple[TrialCounts, dict[str, Any]]:
+    """What a claim reads under the study lock, in one round trip: the counts, and those of the study's
+    user attributes ``keys`` set to something other than null (JSON-decoded).
+
+    Every statement under the lock is paid by every worker in turn. A claim needs of the counts only
+    the running, queued and logical trials, so the finished trials are counted as one state,
+    ``FINISHED`` (not COMPLETE, PRUNED or FAIL, which read as 0, nor paused and resumed attempts),
+    from the indexes alone, where telling them apart reads every trial of the study (about 25 ms at
+    100,000 trials, inside the lock).
+    """
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            return claim_counts(conn, study_id, *keys)
+    rows = bind.execute(_CLAIM_COUNTS, {"sid": study_id, "keys": list(keys)}).all()
+    row = next(r for r in rows if r.key is None)
+    running, waiting = int(row.running), int(row.waiting)
+    by_state = {"RUNNING": running, "WAITING": waiting, FINISHED: int(row.n) - running - waiting}
+    counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0))
+    attrs = {r.key: value for r in rows if r.key is not None and (value := json.loads(r.value_json)) is not None}
+    return counts, attrs
 
 
 def study_attrs(bind: Engine | Connection, study_id: int, *keys: str) -> dict[str, Any]:

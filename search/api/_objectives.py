@@ -94,6 +94,6 @@ def reconcile_objectives(opts: StartOptions, stored: StudyRecord) -> StartOption
             raise StudyMismatchError(f"--constraint {' '.join(asked)} differs from the study's stored constraints "
                                      f"{' '.join(stored.constraints) or '(none)'}{hint}")  # fmt: skip
     # A study searching its own metric stored none: it keeps following the study file's metric and
-    # direction, so a file whose direction changed is refused as another search (_check_same_search).
+    # direction, so a file whose direction changed is refused as another search (coordination.check_same_search).
     kept = tuple(goals) if stored.objectives else tuple(opts.objectives)
     return replace(opts, objectives=kept, constraints=tuple(stored.constraints))

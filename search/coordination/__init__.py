@@ -11,6 +11,7 @@ from search.coordination._attrs import (
 )
 from search.coordination._coordinator import Coordinator
 from search.coordination._liveness import heartbeat, keep_alive
+from search.coordination._no_new_trials import epochs_trained, near_epoch_budget, stop_new_trials
 from search.coordination._paused import queue_continuation, resumable, study_finished
 from search.coordination._reaper import (
     FAIL_REASON_ATTR,
@@ -33,11 +34,8 @@ from search.coordination._resilience import (
 from search.coordination._stopping import (
     EarlyStop,
     best_value,
-    epoch_budget_spent,
-    epochs_trained,
     objective_error,
     stop_for_objective_error,
-    stop_new_trials,
 )
 
 __all__ = [
@@ -54,8 +52,8 @@ __all__ = [
     "STOPPED_ATTR",
     "EarlyStop",
     "best_value",
-    "epoch_budget_spent",
     "epochs_trained",
+    "near_epoch_budget",
     "objective_error",
     "stop_for_objective_error",
     "stop_new_trials",

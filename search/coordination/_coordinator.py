@@ -20,13 +20,15 @@ from search.coordination._attrs import (
     STOPPED_ATTR,
     WORKERS_ATTR,
 )
-from search.coordination._grid import check_same_grid, queue_points
+from search.coordination._grid import queue_points
 from search.coordination._interrupts import interrupts_deferred
+from search.coordination._no_new_trials import epoch_budget_spent, near_epoch_budget
 from search.coordination._paused import resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
-from search.exceptions import StudyIncompleteError, StudyMismatchError, StudyNotFoundError
-from search.settings import StudyRecord, describe_objectives, make_pruner, make_sampler, space_differences
+from search.coordination._same_search import check_same_search
+from search.exceptions import StudyIncompleteError, StudyNotFoundError
+from search.settings import StudyRecord, make_pruner, make_sampler
 
 if TYPE_CHECKING:
     import optuna
@@ -103,7 +105,7 @@ class Coordinator:
 
         if self.exists():
             old = self.read_record()
-            self._check_same_search(old, record)
+            check_same_search(self.study_name, old, record)
             resumed = replace(old, settings=record.settings)
             study = self.load(resumed)
             if resumed != old:  # settings that may change on resume (cli/_resume.py) are stored for new workers
@@ -168,29 +170,6 @@ class Coordinator:
         optuna.delete_study(study_name=self.study_name, storage=self.storage)
         self._study_id = None
 
-    def _check_same_search(self, old: StudyRecord, new: StudyRecord) -> None:
-        hint = "; choose another --name for a new study"
-        if len({(r.metric, r.direction, tuple(r.constraints), tuple(r.goals())) for r in (old, new)}) > 1:
-            raise StudyMismatchError(
-                f"study {self.study_name!r} exists with {describe_objectives(old.goals(), old.limits())}, "
-                f"not {describe_objectives(new.goals(), new.limits())}{hint}"
-            )
-        diff = space_differences(old.space, new.space)
-        if diff:
-            raise StudyMismatchError(
-                f"study {self.study_name!r} exists with another search space (differs in {', '.join(diff)}){hint}"
-            )
-        if old.options != new.options or old.settings.seed != new.settings.seed:
-            raise StudyMismatchError(
-                f"study {self.study_name!r} exists with seed {old.settings.seed} and options {old.options}, "
-                f"not seed {new.settings.seed} and options {new.options}{hint}"
-            )
-        check_same_grid(self.study_name, old.grid, new.grid, hint)
-        if old.study_ref != new.study_ref:
-            raise StudyMismatchError(
-                f"study {self.study_name!r} exists for {old.study_ref!r}, not {new.study_ref!r}{hint}"
-            )
-
     @staticmethod
     def _sampler(record: StudyRecord, worker_ordinal: int) -> Any:
         # Workers with one seed would propose identical trials from identical histories.
@@ -225,8 +204,8 @@ class Coordinator:
 
         return retrying(count, "counting trials")
 
-    def claim(self, study: optuna.Study,
-              trials: st.StudyTrials | None = None) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:  # fmt: skip
+    def claim(self, study: optuna.Study, trials: st.StudyTrials | None = None,
+              trial_epochs: int | None = None) -> tuple[optuna.trial.Trial | None, st.TrialCounts]:  # fmt: skip
         """The next trial to run, or ``None`` when the budget is spent.
 
         The study is read once the trial exists, for its sampler (Optuna's per-trial cache, as
@@ -239,12 +218,17 @@ class Coordinator:
         (which takes the lock itself when it finds one) comes before, and the sampler's work
         (the slow part of ``study.ask()``) after. A lost connection retries each step alone;
         a trial whose creation committed unseen is reaped as one that never beat.
+        With ``trial_epochs`` (one trial's epochs), near the end of an ``--epoch-budget`` the claim
+        counts the epochs outside the lock first (``_stopping.near_epoch_budget``).
         """
         import optuna
 
         started = time.perf_counter()
         self.reap(study)
-        trial_id, counts = retrying(lambda: self._take(study), "claiming a trial")
+        trial_id, counts, near = retrying(lambda: self._take(study, trial_epochs), "claiming a trial")
+        if near is not None:  # spent: no new trial, and none resumed, in the claim again
+            epoch_budget_spent(self, trials, near)
+            trial_id, counts, _ = retrying(lambda: self._take(study, None), "claiming a trial")
         if trial_id is None:
             return None, counts
 
@@ -265,25 +249,30 @@ class Coordinator:
         log.debug("claimed trial %d in %.1f ms", trial.number, 1000 * (time.perf_counter() - started))
         return trial, counts
 
-    def _take(self, study: optuna.Study) -> tuple[int | None, st.TrialCounts]:
-        """Under the study lock: the id of a queued retry or of a new trial, unless the budget is spent.
+    def _take(self, study: optuna.Study,
+              trial_epochs: int | None) -> tuple[int | None, st.TrialCounts, dict[str, Any] | None]:  # fmt: skip
+        """Under the study lock: the id of a queued retry, a paused trial or a new trial, unless the
+        budget is spent; or none, and the follower's epoch count if near the ``--epoch-budget``.
 
         On PostgreSQL the trial is taken on the lock's own connection, so it commits only while the
         lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
         """
         with self.lock() as conn, interrupts_deferred():  # Ctrl-C lands once `claimed` names the trial taken
             sid = st.study_id(study)
-            counts, budget = st.count_trials_and_attr(conn or self.storage.engine, sid, BUDGET_ATTR,
-                                                      finished_apart=False)  # all finished as one: no scan  # fmt: skip
+            counts, attrs = st.claim_counts(conn or self.storage.engine, sid, BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR)
             taken = None
             if counts.state("WAITING"):
                 taken = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
+            shown = attrs.get(EPOCHS_ATTR) if taken is None and STOPPED_ATTR not in attrs else None
+            if trial_epochs is not None and near_epoch_budget(shown, trial_epochs):
+                self.claimed = None
+                return None, counts, shown
             taken = resume_paused(self, study, conn) if taken is None else taken  # freeze-thaw: a paused trial
-            if taken is None and counts.logical < int(budget or 0):
+            if taken is None and counts.logical < int(attrs.get(BUDGET_ATTR) or 0):
                 storage = st.study_storage(study)
                 taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)
             self.claimed = taken
-            return taken, counts
+            return taken, counts, None
 
     def lock(self, wait: bool = True) -> contextlib.AbstractContextManager[Connection | None]:
         """The study lock, held at most about one grace period by a holder that stops answering. On

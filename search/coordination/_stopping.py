@@ -5,29 +5,29 @@ No new trial starts after that: the budget becomes the logical trials claimed so
 study lock (so a claim racing the stop either made it in or finds the budget spent), and the trials
 running finish as they would; a paused trial (freeze-thaw) is not resumed. The reason is stored with
 the study for the summary; resuming the study with ``search start`` asks for the full budget again.
-The command's follower checks the limits; near the end of an ``--epoch-budget``, a worker about to
-claim counts the epochs too (:func:`epoch_budget_spent`), so none normally starts a trial past it.
+The command's follower checks the limits; near the end of an ``--epoch-budget``, a worker's claim
+counts the epochs too (``_no_new_trials.near_epoch_budget``), so none normally starts a trial past it.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import storage as st
-from search.coordination._attrs import BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR
+from search.coordination._attrs import EPOCHS_ATTR
+from search.coordination._no_new_trials import (
+    CHECK_EVERY_S,
+    epochs_spent,
+    epochs_trained,
+    stop_new_trials,
+)
 from search.coordination._resilience import retrying
 
 if TYPE_CHECKING:
-    from optuna.trial import FrozenTrial
-
     from search.coordination._coordinator import Coordinator
-    from storage import StudyTrials
 
-CHECK_EVERY_S = 2.0
 OBJECTIVE_ERROR_ATTR = "hpsearch.objective_error"
 """Why a study's trials cannot be scored: an ``--objective`` or ``--constraint`` names a metric its
 trials do not record. Set by the first trial that finds it; the study takes no new trial."""
@@ -86,7 +86,7 @@ class EarlyStop:
         self._next_count = now + 20 * (time.monotonic() - now)
         reached = trained >= self.epoch_budget
         self._show(now, trained, reached, running=sum(t.state.name == "RUNNING" for t in trials))
-        return _epochs_spent(self.epoch_budget, trained) if reached else None
+        return epochs_spent(self.epoch_budget, trained) if reached else None
 
     def _show(self, now: float, trained: int, reached: bool, running: int) -> None:
         """The count, for ``search status`` and the live view: every 2 s, and when reached."""
@@ -100,64 +100,6 @@ class EarlyStop:
                  "running": running}  # fmt: skip
         retrying(lambda: self.coordinator.storage.set_study_user_attr(self.coordinator.study_id(), EPOCHS_ATTR, shown),
                  "recording the epochs trained")  # fmt: skip
-
-
-def _epochs_spent(budget: int, trained: int) -> str:
-    return f"--epoch-budget {budget} epochs trained ({trained} so far)"
-
-
-def epoch_budget_spent(coordinator: Coordinator, trials: StudyTrials | None, search_epochs: int) -> bool:
-    """Before a worker claims: whether the search took no new trial already, or this run's
-    ``--epoch-budget`` is spent, counted now (then no new trial, as the follower would do a moment later).
-
-    The follower counts about once a second, and a worker that has just finished the trial crossing
-    the budget would claim one more meanwhile. Counted here only near the end (by the follower's last
-    count, its rate since, the trials it saw running and one trial's epochs), a claim far from it pays
-    one read of two study attributes; near it, the trials changed since the worker's last read
-    (``trials``, its copy), or all of them.
-    """
-    study_id = coordinator.study_id()
-    attrs = retrying(lambda: st.study_attrs(coordinator.storage.engine, study_id, STOPPED_ATTR, EPOCHS_ATTR),
-                     "reading the epoch budget")  # fmt: skip
-    shown = attrs.get(EPOCHS_ATTR)
-    if attrs.get(STOPPED_ATTR) or not shown or shown.get("epochs") is None:
-        return bool(attrs.get(STOPPED_ATTR))
-    budget, trained = int(shown["epochs"]), int(shown.get("trained") or 0)
-    if trained < budget:  # the follower's count, unless it just found the budget spent (and is stopping)
-        age = max(0.0, time.time() - float(shown.get("at") or 0.0))  # unknown: as old as can be
-        rate = shown.get("per_second")
-        ahead = math.inf if rate is None else float(rate) * (age + 2 * CHECK_EVERY_S)
-        if trained + ahead + (int(shown.get("running") or 0) + 1) * search_epochs < budget:
-            return False
-
-        def count() -> int:
-            read = coordinator.storage.get_all_trials(study_id, deepcopy=False) if trials is None else trials.refresh()
-            return epochs_trained(read)
-
-        trained = retrying(count, "counting the epochs trained")
-        if trained < budget:
-            return False
-    retrying(lambda: stop_new_trials(coordinator, _epochs_spent(budget, trained)), "stopping new trials")
-    return True
-
-
-def epochs_trained(trials: Iterable[FrozenTrial]) -> int:
-    """The epochs the study's attempts trained, each counted once: the epochs an attempt reported
-    less those it took over with the attempt it continues (the last of its ``retry_history``: a
-    retry or a paused trial's resumption has that attempt's reports; a replaced trial's copy in
-    population-based training, its parent's up to ``pbt_epoch``). Epochs a retry trains again after
-    its checkpoint are not counted twice; a queued attempt has trained none."""
-    trials = list(trials)
-    reported = {t.number: len(t.intermediate_values) for t in trials}
-    total = 0
-    for t in trials:
-        if "pbt_epoch" in t.user_attrs and "resumed_from" in t.user_attrs:  # a copy (its retries drop resumed_from)
-            inherited = sum(1 for step in t.intermediate_values if step <= int(t.user_attrs["pbt_epoch"]))
-        else:
-            history = t.system_attrs.get("retry_history") or []
-            inherited = reported.get(int(history[-1]), 0) if history else 0
-        total += max(0, len(t.intermediate_values) - inherited)
-    return total
 
 
 def best_value(coordinator: Coordinator, constrained: bool = False, maximize: bool = False) -> float | None:
@@ -174,20 +116,6 @@ def best_value(coordinator: Coordinator, constrained: bool = False, maximize: bo
     except ValueError:  # no complete trial yet
         return None
     return None if value is None or math.isnan(value) else float(value)
-
-
-def stop_new_trials(coordinator: Coordinator, reason: str) -> dict[str, Any]:
-    """Lower the budget to the logical trials claimed so far and record why, under the study lock;
-    once only (the record of the first stop, if the study already took no new trial)."""
-    study_id = coordinator.study_id()
-    with coordinator.lock():
-        if stopped := coordinator.study_user_attrs().get(STOPPED_ATTR):  # by a worker, or the follower: the first says
-            return stopped
-        claimed, asked = coordinator.counts().logical, coordinator.budget()
-        record = {"reason": reason, "asked": asked, "claimed": claimed}
-        coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)
-        coordinator.storage.set_study_user_attr(study_id, BUDGET_ATTR, min(claimed, asked))
-    return record
 
 
 def stop_for_objective_error(coordinator: Coordinator, reason: str) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search.coordination import Coordinator, epoch_budget_spent
+from search.coordination import Coordinator
 from search.execution._context import group_sharding
 from search.execution._machine import idle_wait
 from search.execution._trial import fit_or_start_over, run_trial
@@ -109,8 +109,7 @@ def _lead(loc: Locations, study_name: str, index: int, worker_id: str) -> int:
     _broadcast(("setup", ctx.record.study_ref, ctx.record.options, ctx.record.settings.seed))
     while True:
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
-        epoch_budget_spent(ctx.coordinator, ctx.pruner_trials, ctx.record.search_epochs)
-        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials, ctx.record.search_epochs)
         if trial is None:
             if counts.state("RUNNING") == 0:
                 _broadcast(("done",))

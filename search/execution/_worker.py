@@ -13,7 +13,6 @@ from search.coordination import (
     INTERRUPTED,
     PARENT_RUN_ATTR,
     Coordinator,
-    epoch_budget_spent,
     fail_and_retry,
     retrying,
 )
@@ -150,8 +149,7 @@ def run_worker(ctx: WorkerContext, stop: Any = None) -> WorkerReport:
     report = WorkerReport(ctx.worker_id)
     while stop is None or not stop():
         claimed_at, ctx.cpu_at_claim = time.perf_counter(), time.process_time()
-        epoch_budget_spent(ctx.coordinator, ctx.pruner_trials, ctx.record.search_epochs)  # spent: the claim finds none
-        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials)
+        trial, counts = ctx.coordinator.claim(ctx.optuna_study, ctx.pruner_trials, ctx.record.search_epochs)
         if trial is None:
             # Linger while others run: if one of them dies, its retry must find a live worker.
             if counts.state("RUNNING") == 0:

@@ -234,7 +234,7 @@ FROZEN_CLAIM = textwrap.dedent(
     import storage
     from search.coordination import Coordinator
 
-    counted = storage.count_trials_and_attr
+    counted = storage.claim_counts
     def count_then_freeze(*args, **kwargs):
         result = counted(*args, **kwargs)
         if not os.environ.get("THAWED"):
@@ -242,7 +242,7 @@ FROZEN_CLAIM = textwrap.dedent(
             print("frozen", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
         return result
-    storage.count_trials_and_attr = count_then_freeze
+    storage.claim_counts = count_then_freeze
 
     coordinator = Coordinator(sys.argv[1], sys.argv[2])
     study = coordinator.load()

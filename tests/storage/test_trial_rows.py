@@ -29,8 +29,9 @@ def test_counts_and_attribute_come_back_together(url: str) -> None:
         assert counts.by_state == {"COMPLETE": 1, "FAIL": 1, "RUNNING": 1, "WAITING": 1}
         assert counts.logical == 3  # the retry continues trial 1
         assert counts == storage.count_trials(backend.engine, study._study_id)
-        claims, budget = storage.count_trials_and_attr(backend.engine, study._study_id, "budget", finished_apart=False)
-        assert budget == 7 and claims.by_state == {"FINISHED": 2, "RUNNING": 1, "WAITING": 1}
+        study.set_user_attr("cleared", None)  # Optuna cannot delete an attribute: a cleared one is null
+        claims, attrs = storage.claim_counts(backend.engine, study._study_id, "budget", "cleared", "unset")
+        assert attrs == {"budget": 7} and claims.by_state == {"FINISHED": 2, "RUNNING": 1, "WAITING": 1}
         for name in ("total", "logical", "finished_logical", "retries"):
             assert getattr(claims, name) == getattr(counts, name), name
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -53,7 +54,8 @@ def test_each_epoch_is_counted_once_across_retries_resumptions_and_copies():
 
 
 def _spent_study(tmp_path: Path, epochs: list[int], shown: dict | None):
-    """A study of 10 trials' budget whose trials trained ``epochs`` each, and the follower's last count ``shown``."""
+    """A study of 10 trials' budget whose trials trained ``epochs`` each, and the follower's last count
+    ``shown``: ``(coordinator, optuna study)``."""
     import time
 
     from search.coordination import EPOCHS_ATTR
@@ -69,47 +71,71 @@ def _spent_study(tmp_path: Path, epochs: list[int], shown: dict | None):
         study.add_trial(_attempt(number, list(range(1, n + 1))))
     if shown is not None:
         study.set_user_attr(EPOCHS_ATTR, {"per_second": 1.0, "at": time.time(), **shown})
-    return coordinator
+    return coordinator, study
 
 
-class _Unread:
-    def refresh(self):
-        raise AssertionError("counted far from the budget")
+def _claims(monkeypatch, tmp_path: Path, epochs: list[int], shown: dict | None) -> tuple[Any, Any, list[int]]:
+    """:func:`_spent_study`, and the list of the epoch counts its claims make (one trained-epochs total each)."""
+    import search.coordination._no_new_trials as stopping
+
+    counted: list[int] = []
+
+    def counting(trials):
+        counted.append(epochs_trained(trials))
+        return counted[-1]
+
+    monkeypatch.setattr(stopping, "epochs_trained", counting)
+    coordinator, study = _spent_study(tmp_path, epochs, shown)
+    return coordinator, study, counted
 
 
-def test_a_worker_counts_the_epochs_itself_only_near_the_budget_and_then_stops_new_trials(tmp_path):
-    """The follower's count may be a second old: a worker about to claim counts again near the end."""
-    from search.coordination import STOPPED_ATTR, epoch_budget_spent
+def test_a_claim_counts_the_epochs_itself_only_near_the_budget_and_then_stops_new_trials(tmp_path, monkeypatch):
+    """The follower's count may be a second old: a claim near the end counts again, one far from it
+    reads only that count (with the trial counts, under the lock)."""
+    from search.coordination import EPOCHS_ATTR, STOPPED_ATTR
 
-    far = _spent_study(tmp_path / "far", [4, 4], {"epochs": 100, "trained": 8})
-    assert epoch_budget_spent(far, _Unread(), search_epochs=4) is False  # 8 + 1/s * 4 s + 4 < 100: one read
-    alone = _spent_study(tmp_path / "alone", [4, 4, 4], None)  # no --epoch-budget in this run
-    assert epoch_budget_spent(alone, _Unread(), search_epochs=4) is False
+    far, study, counted = _claims(monkeypatch, tmp_path / "far", [4, 4], {"epochs": 100, "trained": 8})
+    assert far.claim(study, trial_epochs=4)[0].number == 2 and counted == []  # 8 + 1/s * 4 s + (0 + 1) * 4 < 100
+    alone, study, counted = _claims(monkeypatch, tmp_path / "alone", [4, 4, 4], None)  # no --epoch-budget
+    assert alone.claim(study, trial_epochs=4)[0].number == 3 and counted == []
+    unasked, study, counted = _claims(monkeypatch, tmp_path / "unasked", [4, 4, 4], {"epochs": 12, "trained": 8})
+    assert unasked.claim(study)[0].number == 3 and counted == []  # no trial_epochs: not kept (benchmarks)
 
-    short = _spent_study(tmp_path / "short", [4, 4], {"epochs": 12, "trained": 4})  # near, but 8 < 12
-    assert epoch_budget_spent(short, None, search_epochs=4) is False
+    short, study, counted = _claims(monkeypatch, tmp_path / "short", [4, 4], {"epochs": 12, "trained": 4})
+    assert short.claim(study, trial_epochs=4)[0].number == 2 and counted == [8]  # near, but 8 < 12: claimed
     assert STOPPED_ATTR not in short.study_user_attrs() and short.budget() == 10
 
-    spent = _spent_study(tmp_path / "spent", [4, 4, 4], {"epochs": 12, "trained": 8})  # the count says 8: old
-    assert epoch_budget_spent(spent, None, search_epochs=4) is True
+    spent, study, counted = _claims(monkeypatch, tmp_path / "spent", [4, 4, 4], {"epochs": 12, "trained": 8})
+    trial, counts = spent.claim(study, trial_epochs=4)  # the follower's count says 8: old
+    assert trial is None and counted == [12] and counts.state("RUNNING") == 0
     ended = spent.study_user_attrs()[STOPPED_ATTR]
     assert ended == {"reason": "--epoch-budget 12 epochs trained (12 so far)", "asked": 10, "claimed": 3}
-    assert spent.budget() == 3  # no new trial: the claim finds the budget spent
-    assert epoch_budget_spent(spent, _Unread(), search_epochs=4) is True  # stopped: the next asking counts nothing
+    assert spent.budget() == 3 and spent.study_user_attrs()[EPOCHS_ATTR]["trained"] == 12  # what status shows
+    assert spent.claim(study, trial_epochs=4)[0] is None and counted == [12]  # stopped: the next claim counts nothing
 
-    # The follower found it spent and has not yet stopped new trials: the worker does, without counting.
-    seen = _spent_study(tmp_path / "seen", [4, 4, 4], {"epochs": 12, "trained": 12})
-    assert epoch_budget_spent(seen, _Unread(), search_epochs=4) is True and seen.budget() == 3
+    # The follower found it spent and has not yet stopped new trials: the claim does, without counting.
+    seen, study, counted = _claims(monkeypatch, tmp_path / "seen", [4, 4, 4], {"epochs": 12, "trained": 12})
+    assert seen.claim(study, trial_epochs=4)[0] is None and counted == [] and seen.budget() == 3
     # A start with no rate yet (nothing trained when the follower first counted): counted.
-    early = _spent_study(tmp_path / "early", [4, 4, 4], {"epochs": 12, "trained": 0, "per_second": None})
-    assert epoch_budget_spent(early, None, search_epochs=4) is True
+    early, study, counted = _claims(monkeypatch, tmp_path / "early", [4, 4, 4], {"epochs": 12, "trained": 0,
+                                                                                 "per_second": None})  # fmt: skip
+    assert early.claim(study, trial_epochs=4)[0] is None and counted == [12]
+
+
+def test_a_retry_is_claimed_near_a_spent_epoch_budget(tmp_path, monkeypatch):
+    """A queued retry continues a trial the budget already counts: it is taken without counting."""
+    coordinator, study, counted = _claims(monkeypatch, tmp_path, [4, 4, 4], {"epochs": 12, "trained": 12})
+    retry = create_trial(state=TrialState.WAITING, system_attrs={"failed_trial": 2})
+    study.add_trial(retry)
+    trial, _ = coordinator.claim(study, trial_epochs=4)
+    assert trial is not None and trial.number == 3 and counted == [] and coordinator.budget() == 10
 
 
 def test_the_first_stop_is_the_one_recorded(tmp_path):
     """The follower stopping after a worker did (or a --timeout after an --epoch-budget) keeps the first record."""
     from search.coordination import STOPPED_ATTR, stop_new_trials
 
-    coordinator = _spent_study(tmp_path, [4, 4], None)
+    coordinator, _ = _spent_study(tmp_path, [4, 4], None)
     first = stop_new_trials(coordinator, "--epoch-budget 8 epochs trained (8 so far)")
     assert stop_new_trials(coordinator, "--timeout 5 s passed") == first == {
         "reason": "--epoch-budget 8 epochs trained (8 so far)", "asked": 10, "claimed": 2}  # fmt: skip
