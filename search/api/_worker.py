@@ -75,6 +75,8 @@ def run_worker_command(kwargs: dict[str, Any], debug: bool) -> int:
         gpus = parse_gpus("all")
     gpus = _shared_gpus(gpus, per_gpu, fraction, max(gpus_per_trial, procs_per_trial, nodes.count) > 1)
     coordinator, loc = wait_for_study(kwargs, kwargs.pop("wait_for_db"), created_only=not early)
+    if not early:  # `search start` recorded its own; this one's trials may leave folders here if it dies
+        retrying(lambda: coordinator.remember_checkpoint_root(loc.checkpoint_root), "recording the checkpoint root")
     if nodes.count > 1 and not nodes.run_id:
         nodes = replace(nodes, run_id=f"{coordinator.study_name}-{index}")
     release = coordinator.storage.engine.dispose  # for branches whose processes connect on their own

@@ -185,9 +185,13 @@ class Coordinator:
         return [Path(root) for root in self.study_user_attrs().get(CHECKPOINT_ROOTS_ATTR, [])]
 
     def remember_checkpoint_root(self, root: Path) -> None:
-        roots = [str(r) for r in self.checkpoint_roots()]
-        if str(root) not in roots:
-            self.storage.set_study_user_attr(self.study_id(), CHECKPOINT_ROOTS_ATTR, [*roots, str(root)])
+        """Record ``root`` for ``search delete``; under the study lock if it is new (workers join at once)."""
+        if str(root) in map(str, self.checkpoint_roots()):
+            return
+        with self.lock():
+            roots = [str(r) for r in self.checkpoint_roots()]
+            if str(root) not in roots:
+                self.storage.set_study_user_attr(self.study_id(), CHECKPOINT_ROOTS_ATTR, [*roots, str(root)])
 
     def study_user_attrs(self) -> dict[str, Any]:
         """The study's user attributes, read now (a loaded ``optuna.Study`` keeps those it read)."""

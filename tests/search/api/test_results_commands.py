@@ -239,6 +239,26 @@ def test_delete_takes_a_study_whose_only_unfinished_trials_are_queued_retries(tm
     assert out.startswith("deleted study 'demo': 7 trials in the Optuna storage (1 of them queued retries)")
 
 
+@pytest.mark.slow
+def test_delete_removes_what_a_dead_worker_left_under_its_own_checkpoint_root(tmp_path, make_demo, cli, search_main):
+    """`search worker --checkpoint-dir` on another node's disk: the root is recorded as it joins, so
+    `search delete` finds the folders of a trial whose worker died there."""
+    import storage
+    from search.coordination import BUDGET_ATTR, Coordinator
+
+    project, elsewhere = tmp_path / "project", tmp_path / "node-b" / "ckpt"
+    demo = make_demo(storage.sqlite_url(project / "optuna.db"), project, running=False, tracking=True)
+    coordinator = Coordinator.existing(demo.url, demo.name)
+    coordinator.load().set_user_attr(BUDGET_ATTR, 7)  # spent: the worker joins, finds no trial, and leaves
+    assert coordinator.checkpoint_roots() == []
+    cli("worker", *demo.flags(), "--checkpoint-dir", str(elsewhere), cwd=tmp_path, check=True)
+    assert coordinator.checkpoint_roots() == [elsewhere.resolve()]
+    (elsewhere / demo.name / "trial-3").mkdir(parents=True)  # as a worker killed on that node leaves it
+    code, out, err = search_main(["delete", *demo.flags(), "--yes"])
+    assert code == 0 and f"checkpoints in {elsewhere.resolve() / demo.name}" in out, out + err
+    assert not (elsewhere / demo.name).exists()
+
+
 def test_delete_keeps_a_same_named_study_that_shares_the_experiment(tmp_path, make_demo, search_main):
     """Two studies named alike in two storages write to one MLflow experiment: only one study's runs go."""
     import storage
