@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import storage as st
 from search.coordination._attrs import EPOCHS_ATTR
 from search.coordination._no_new_trials import (
     CHECK_EVERY_S,
@@ -51,6 +52,7 @@ class EarlyStop:
     _next_count: float = 0.0
     _next_shown: float = 0.0
     _first: tuple[float, int] | None = None
+    _trials: st.StudyTrials | None = None
 
     def __call__(self) -> None:
         now = time.monotonic()
@@ -76,12 +78,13 @@ class EarlyStop:
         return None
 
     def _epochs_reason(self, now: float) -> str | None:
-        """Each call (about once a second) while reading every trial is quick; in a large study, at
-        most a twentieth of the follower's time."""
+        """Each call (about once a second) while reading the trials changed since is quick; in a large
+        study, at most a twentieth of the follower's time."""
         if self.epoch_budget is None or now < self._next_count:
             return None
-        coordinator = self.coordinator
-        trials = coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False)
+        if self._trials is None:  # its own copy: a finished trial is read once
+            self._trials = st.StudyTrials(self.coordinator.storage, self.coordinator.study_id())
+        trials = self._trials.refresh()
         trained = epochs_trained(trials)
         self._next_count = now + 20 * (time.monotonic() - now)
         reached = trained >= self.epoch_budget
