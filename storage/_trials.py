@@ -127,6 +127,16 @@ class StudyTrials:
         return self._view
 
     def _refresh(self, session: Any, own_id: int | None, running: bool, own_attrs: bool) -> None:
+        """Read what changed. A read that fails part way (a lost connection, retried by the caller) may
+        have moved the count of trials seen past trials it did not read: the next one reads every
+        trial's state, as after a gap in the numbers, so that none is missed."""
+        try:
+            self._read_changed(session, own_id, running, own_attrs)
+        except BaseException:
+            self._dense = False
+            raise
+
+    def _read_changed(self, session: Any, own_id: int | None, running: bool, own_attrs: bool) -> None:
         from storage._optuna_internals import system_attrs_query
 
         conn = session.connection()  # prebuilt statements, run without the ORM's work per query

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 import sqlalchemy
 from optuna.distributions import FloatDistribution
 
@@ -38,6 +39,33 @@ def test_the_copy_reads_the_changes_and_misses_none(url: str) -> None:
                                                   value=0.2))  # fmt: skip
         assert _seen(copy.refresh()) == _seen(backend.get_all_trials(sid))
         study.tell(third, 3.0)
+        assert _seen(copy.refresh()) == _seen(backend.get_all_trials(sid))
+    finally:
+        backend.engine.dispose()
+
+
+def test_a_read_that_fails_part_way_misses_nothing_the_next_time(url: str, monkeypatch) -> None:
+    """A lost connection while the new trials are read (the caller retries): the retry reads them."""
+    import storage._trials as trials_module
+
+    backend = storage.open_optuna_storage(url)
+    study = optuna.create_study(storage=backend)
+    sid = study._study_id
+    try:
+        study.tell(study.ask({"x": FloatDistribution(0, 1)}), 1.0)
+        copy = storage.StudyTrials(backend, sid)
+        copy.refresh()
+        for value in (2.0, 3.0):
+            study.tell(study.ask({"x": FloatDistribution(0, 1)}), value)
+        read = trials_module.read_trials
+
+        def lost(*args, **kwargs):
+            monkeypatch.setattr(trials_module, "read_trials", read)
+            raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("server closed the connection"))
+
+        monkeypatch.setattr(trials_module, "read_trials", lost)
+        with pytest.raises(optuna.exceptions.StorageInternalError):  # Optuna's session wraps it
+            copy.refresh()
         assert _seen(copy.refresh()) == _seen(backend.get_all_trials(sid))
     finally:
         backend.engine.dispose()
