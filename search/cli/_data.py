@@ -208,8 +208,8 @@ def delete(**kwargs: Any) -> None:
                           "or give --force")  # fmt: skip
     tracker = Tracker(loc.tracking())
     runs = find_study_runs(tracker, coordinator)
-    # Only the folders this study's trials wrote, under the roots its starts recorded (and this
-    # command's): never a path taken from the command line as it stands.
+    # Only the folders this study's trials wrote, under the roots its starts and workers recorded (and
+    # this command's): never a path taken from the command line as it stands.
     roots = list(dict.fromkeys([*coordinator.checkpoint_roots(), loc.checkpoint_root]))
     folders = [study_dir(root, name) for root in roots if study_dir(root, name).is_dir()]
     what = (f"study {name!r}: {counts.total} trials in the Optuna storage"

@@ -6,9 +6,11 @@ STOPPED_ATTR = "hpsearch.ended_early"
 """Why a search took no new trial before its budget (``--timeout``, ``--stop-at``, ``--epoch-budget``, an
 objective its trials cannot score); cleared on resume. No paused trial resumes while it is set."""
 EPOCHS_ATTR = "hpsearch.epoch_budget"
-"""This run's ``--epoch-budget`` and the epochs its follower last counted (``_stopping.py``); cleared on resume."""
+"""This run's ``--epoch-budget`` and the epochs last counted (by its follower, ``_stopping.py``, or by the claim
+that found it spent, ``_no_new_trials.py``); cleared on resume."""
 PARENT_RUN_ATTR = "hpsearch.mlflow_parent_run_id"
 EXPERIMENT_ATTR = "hpsearch.mlflow_experiment_id"
 WORKERS_ATTR = "hpsearch.workers_joined"
 CHECKPOINT_ROOTS_ATTR = "hpsearch.checkpoint_roots"
-"""The checkpoint roots ``search start`` ran the study with: where ``search delete`` looks."""
+"""The checkpoint roots each ``search start`` and ``search worker`` ran the study with: where ``search delete``
+looks."""

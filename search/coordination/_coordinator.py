@@ -28,7 +28,7 @@ from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.coordination._same_search import check_same_search
 from search.exceptions import StudyIncompleteError, StudyNotFoundError
-from search.settings import StudyRecord, make_pruner, make_sampler
+from search.settings import StudyRecord, make_pruner, make_sampler, pausing_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -181,7 +181,8 @@ class Coordinator:
         return make_pruner(record.settings.pruner, record.search_epochs)
 
     def checkpoint_roots(self) -> list[Path]:
-        """Every checkpoint root a ``search start`` of this study used (its trials' folders are there)."""
+        """Every checkpoint root a ``search start`` or ``search worker`` of this study used (its trials'
+        folders are there)."""
         return [Path(root) for root in self.study_user_attrs().get(CHECKPOINT_ROOTS_ATTR, [])]
 
     def remember_checkpoint_root(self, root: Path) -> None:
@@ -223,7 +224,7 @@ class Coordinator:
         (the slow part of ``study.ask()``) after. A lost connection retries each step alone;
         a trial whose creation committed unseen is reaped as one that never beat.
         With ``trial_epochs`` (one trial's epochs), near the end of an ``--epoch-budget`` the claim
-        counts the epochs outside the lock first (``_stopping.near_epoch_budget``).
+        counts the epochs outside the lock before it takes a paused or new trial (``near_epoch_budget``).
         """
         import optuna
 
@@ -267,7 +268,9 @@ class Coordinator:
             taken = None
             if counts.state("WAITING"):
                 taken = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
-            shown = attrs.get(EPOCHS_ATTR) if taken is None and STOPPED_ATTR not in attrs else None
+            # Counted only if a paused or new trial could be taken: not in a lingering worker's poll.
+            open_ = counts.logical < int(attrs.get(BUDGET_ATTR) or 0) or pausing_spec(study.pruner) is not None
+            shown = attrs.get(EPOCHS_ATTR) if taken is None and open_ and STOPPED_ATTR not in attrs else None
             if trial_epochs is not None and near_epoch_budget(shown, trial_epochs):
                 self.claimed = None
                 return None, counts, shown

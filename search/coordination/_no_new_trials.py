@@ -33,9 +33,10 @@ def near_epoch_budget(shown: dict[str, Any] | None, trial_epochs: int) -> bool:
     """Whether a new trial might train past this run's ``--epoch-budget``, by the follower's last count
     (``shown``, its ``EPOCHS_ATTR`` record; None: no epoch budget): that count, its rate since, the
     trials it saw running and one trial's epochs (``trial_epochs``) reach the budget. Then a claim
-    counts the epochs itself first (:func:`epoch_budget_spent`): the follower counts about once a
-    second, and a worker that has just finished the trial crossing the budget would claim one more
-    meanwhile. Far from it, the claim pays nothing: it reads the record with its counts."""
+    counts the epochs itself before it takes a paused or new trial (:func:`epoch_budget_spent`): the
+    follower counts about once a second, and a worker that has just finished the trial crossing the
+    budget would claim one more meanwhile. Far from it, the claim pays nothing: it reads the record
+    with its counts."""
     if not shown or shown.get("epochs") is None:
         return False
     budget, trained = int(shown["epochs"]), int(shown.get("trained") or 0)

@@ -113,6 +113,11 @@ def test_a_claim_counts_the_epochs_itself_only_near_the_budget_and_then_stops_ne
     assert spent.budget() == 3 and spent.study_user_attrs()[EPOCHS_ATTR]["trained"] == 12  # what status shows
     assert spent.claim(study, trial_epochs=4)[0] is None and counted == [12]  # stopped: the next claim counts nothing
 
+    # Its 10 trials taken (a worker lingering while others run): no trial to take, nothing counted.
+    full, study, counted = _claims(monkeypatch, tmp_path / "full", [4] * 10, {"epochs": 44, "trained": 36})
+    assert full.claim(study, trial_epochs=4)[0] is None and counted == []
+    assert STOPPED_ATTR not in full.study_user_attrs()
+
     # The follower found it spent and has not yet stopped new trials: the claim does, without counting.
     seen, study, counted = _claims(monkeypatch, tmp_path / "seen", [4, 4, 4], {"epochs": 12, "trained": 12})
     assert seen.claim(study, trial_epochs=4)[0] is None and counted == [] and seen.budget() == 3
