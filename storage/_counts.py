@@ -14,7 +14,8 @@ import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
 # Physical trials by state; on an extra row whose state is NULL (a study with no trials has no other
-# row): how many are retries, paused attempts and evicted ones, one study user attribute (``:key``, none when NULL)
+# row): how many are retries, paused attempts and evicted ones, queued trials that are not retries (grid
+# points, ``--enqueue``: unstarted), one study user attribute (``:key``, none when NULL)
 # and the paused attempts resumed since. Those are counted by the attempts that resumptions name in
 # ``resumed_from``, each once: the retry of a resumption whose worker died names it too. Each part is
 # an index's range (``storage._optuna_internals.INDEXES``): the study's trials by state, and the few
@@ -30,9 +31,12 @@ _COUNTS = sqlalchemy.text(
             WHERE e.key = 'paused_evicted' AND t.study_id = :sid AND t.state = 'PRUNED') AS evicted,
            (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
             JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
+           (SELECT count(*) FROM trials w WHERE w.study_id = :sid AND w.state = 'WAITING' AND NOT EXISTS
+            (SELECT 1 FROM trial_system_attributes f WHERE f.trial_id = w.trial_id AND f.key = 'failed_trial'))
+            AS unstarted,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
-    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS evicted, 0 AS resumed, NULL AS attr
+    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS evicted, 0 AS resumed, 0 AS unstarted, NULL AS attr
     FROM trials WHERE study_id = :sid GROUP BY state
     """
 )
@@ -48,15 +52,18 @@ _CLAIM_COUNTS = sqlalchemy.text(
            (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'RUNNING') AS running,
            (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'WAITING') AS waiting,
            (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
-            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries
+            WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
+           (SELECT count(*) FROM trials w WHERE w.study_id = :sid AND w.state = 'WAITING' AND NOT EXISTS
+            (SELECT 1 FROM trial_system_attributes f WHERE f.trial_id = w.trial_id AND f.key = 'failed_trial'))
+            AS unstarted
     UNION ALL
-    SELECT key, value_json, 0 AS n, 0 AS running, 0 AS waiting, 0 AS retries
+    SELECT key, value_json, 0 AS n, 0 AS running, 0 AS waiting, 0 AS retries, 0 AS unstarted
     FROM study_user_attributes WHERE study_id = :sid AND key IN :keys
     """
-).bindparams(sqlalchemy.bindparam("keys", expanding=True))
+).bindparams(sqlalchemy.bindparam("keys", expanding=True, type_=sqlalchemy.String))
 _ATTRS = sqlalchemy.text(
     "SELECT key, value_json FROM study_user_attributes WHERE study_id = :sid AND key IN :keys"
-).bindparams(sqlalchemy.bindparam("keys", expanding=True))
+).bindparams(sqlalchemy.bindparam("keys", expanding=True, type_=sqlalchemy.String))
 FINISHED = "FINISHED"
 """The one state of a claim's counts for every finished trial (see :func:`claim_counts`)."""
 
@@ -73,6 +80,9 @@ class TrialCounts:
     """PRUNED attempts that paused, resumed since or not."""
     evicted: int = 0
     """Paused trials whose checkpoints went to keep the paused trials' disk within its bound: pruned."""
+    unstarted: int = 0
+    """Queued trials that are new logical trials, not retries or continuations (grid points, ``--enqueue``'s
+    configurations), none of which has run yet: a search ended early leaves them queued for the next run."""
 
     def state(self, name: str) -> int:
         return self.by_state.get(name, 0)
@@ -103,13 +113,20 @@ class TrialCounts:
         return self.total - self.retries
 
     @property
+    def started(self) -> int:
+        """Logical trials taken by a worker at some point: not those still queued unstarted."""
+        return self.logical - self.unstarted
+
+    @property
     def finished_logical(self) -> int:
         """Logical trials that reached a final state and will not be retried."""
         return self.logical - self.state("RUNNING") - self.state("WAITING")
 
     def done(self, budget: int) -> bool:
-        """The budget's trials have all finished, and none runs or waits for a retry."""
-        return self.finished_logical >= budget and self.state("RUNNING") + self.state("WAITING") == 0
+        """The budget's trials have all finished, and none runs or waits for a retry. (Unstarted queued
+        trials keep the logical trials finished under a budget that counts them; past one lowered by
+        an early stop, they wait for the next run.)"""
+        return self.finished_logical >= budget and self.state("RUNNING") + self.state("WAITING") == self.unstarted
 
 
 def count_trials(bind: Engine | Connection, study_id: int) -> TrialCounts:
@@ -127,9 +144,8 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
     raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
-    counts = TrialCounts(
-        by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0), int(extra.evicted or 0)
-    )
+    counts = TrialCounts(by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0),
+                         int(extra.evicted or 0), int(extra.unstarted or 0))  # fmt: skip
     return counts, None if raw is None else json.loads(raw)
 
 
@@ -150,7 +166,8 @@ def claim_counts(bind: Engine | Connection, study_id: int, *keys: str) -> tuple[
     row = next(r for r in rows if r.key is None)
     running, waiting = int(row.running), int(row.waiting)
     by_state = {"RUNNING": running, "WAITING": waiting, FINISHED: int(row.n) - running - waiting}
-    counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0))
+    counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0),
+                         unstarted=int(row.unstarted or 0))  # fmt: skip
     attrs = {r.key: value for r in rows if r.key is not None and (value := json.loads(r.value_json)) is not None}
     return counts, attrs
 

@@ -61,13 +61,15 @@ def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, li
         raise StudyMismatchError(f"study {name!r} stopped: {error}; start a new study (--name) with metrics its "
                                  "trials record")  # fmt: skip
     record = coordinator.read_record()
+    # A run that ended early (--timeout, --stop-at, --epoch-budget) lowered the stored budget: the
+    # next one, given no --trials, asks for the budget that run asked for.
+    budget = max(coordinator.budget(), int((coordinator.study_user_attrs().get(STOPPED_ATTR) or {}).get("asked") or 0))
     if opts.trials is None and opts.epoch_budget is not None:  # enough trials for the epochs left
         left = parse_epoch_budget(opts.epoch_budget, record.search_epochs) - epochs_trained(
             coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False))  # fmt: skip
         if left > 0:
-            asked = int((coordinator.study_user_attrs().get(STOPPED_ATTR) or {}).get("asked") or 0)
-            opts = replace(opts, trials=max(asked, coordinator.budget(), coordinator.counts().logical + left))
-    return reconcile(opts, record, coordinator.budget())
+            opts = replace(opts, trials=max(budget, coordinator.counts().logical + left))
+    return reconcile(opts, record, budget)
 
 
 def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[StartOptions, list[str]]:

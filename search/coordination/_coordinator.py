@@ -256,8 +256,9 @@ class Coordinator:
 
     def _take(self, study: optuna.Study,
               trial_epochs: int | None) -> tuple[int | None, st.TrialCounts, dict[str, Any] | None]:  # fmt: skip
-        """Under the study lock: the id of a queued retry, a paused trial or a new trial, unless the
-        budget is spent; or none, and the follower's epoch count if near the ``--epoch-budget``.
+        """Under the study lock: the id of a queued retry, a queued new trial (a grid point), a paused
+        trial or a new trial, unless the budget is spent (then a retry only); or none, and the
+        follower's epoch count if near the ``--epoch-budget``.
 
         On PostgreSQL the trial is taken on the lock's own connection, so it commits only while the
         lock is held: a worker frozen here past the lock's hold time writes nothing when it wakes.
@@ -265,17 +266,24 @@ class Coordinator:
         with self.lock() as conn, interrupts_deferred():  # Ctrl-C lands once `claimed` names the trial taken
             sid = st.study_id(study)
             counts, attrs = st.claim_counts(conn or self.storage.engine, sid, BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR)
-            taken = None
-            if counts.state("WAITING"):
-                taken = st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, sid)
+            budget = int(attrs.get(BUDGET_ATTR) or 0)
+            room = counts.started < budget  # a new logical trial may start (after an early stop, none)
             # Counted only if a paused or new trial could be taken: not in a lingering worker's poll.
-            open_ = counts.logical < int(attrs.get(BUDGET_ATTR) or 0) or pausing_spec(study.pruner) is not None
-            shown = attrs.get(EPOCHS_ATTR) if taken is None and open_ and STOPPED_ATTR not in attrs else None
-            if trial_epochs is not None and near_epoch_budget(shown, trial_epochs):
+            open_ = (room or pausing_spec(study.pruner) is not None) and STOPPED_ATTR not in attrs
+            near = trial_epochs is not None and open_ and near_epoch_budget(attrs.get(EPOCHS_ATTR), trial_epochs)
+            taken, retries_only, waiting = None, near or not room, counts.state("WAITING")
+            if waiting and conn is not None:
+                taken = st.pop_waiting_trial(conn, sid, retries_only)
+            elif waiting and not retries_only:
+                taken = st.pop_waiting_trial_id(study)
+            elif waiting:  # SQLite, under the study's file lock
+                with self.storage.engine.begin() as own:
+                    taken = st.pop_waiting_trial(own, sid, retries_only=True)
+            if taken is None and near:
                 self.claimed = None
-                return None, counts, shown
+                return None, counts, attrs.get(EPOCHS_ATTR)
             taken = resume_paused(self, study, conn) if taken is None else taken  # freeze-thaw: a paused trial
-            if taken is None and counts.logical < int(attrs.get(BUDGET_ATTR) or 0):
+            if taken is None and counts.logical < budget:
                 storage = st.study_storage(study)
                 taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)
             self.claimed = taken

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from search.coordination._attrs import BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR
+from search.coordination._interrupts import interrupts_deferred
 from search.coordination._resilience import retrying
 
 if TYPE_CHECKING:
@@ -91,13 +92,15 @@ def epochs_trained(trials: Iterable[FrozenTrial]) -> int:
 
 
 def stop_new_trials(coordinator: Any, reason: str) -> dict[str, Any]:
-    """Lower the budget to the logical trials claimed so far and record why, under the study lock;
-    once only (the record of the first stop, if the study already took no new trial)."""
+    """Lower the budget to the logical trials started so far and record why, under the study lock;
+    once only (the record of the first stop, if the study already took no new trial). Queued trials
+    no worker has taken (grid points, ``--enqueue``'s) stay queued for the next run; a Ctrl-C waits
+    for both writes."""
     study_id = coordinator.study_id()
-    with coordinator.lock():
+    with coordinator.lock(), interrupts_deferred():
         if stopped := coordinator.study_user_attrs().get(STOPPED_ATTR):  # by a worker, or the follower: the first says
             return stopped
-        claimed, asked = coordinator.counts().logical, coordinator.budget()
+        claimed, asked = coordinator.counts().started, coordinator.budget()
         record = {"reason": reason, "asked": asked, "claimed": claimed}
         coordinator.storage.set_study_user_attr(study_id, STOPPED_ATTR, record)
         coordinator.storage.set_study_user_attr(study_id, BUDGET_ATTR, min(claimed, asked))

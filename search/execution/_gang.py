@@ -210,7 +210,7 @@ def _study_done(loc: Locations, study_name: str) -> bool:
     coordinator = Coordinator(loc.storage_url, study_name)
     try:
         counts = coordinator.counts()
-        return counts.finished_logical >= coordinator.budget() and not counts.state("RUNNING") + counts.state("WAITING")
+        return counts.done(coordinator.budget())
     finally:
         coordinator.storage.engine.dispose()
 

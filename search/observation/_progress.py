@@ -71,11 +71,13 @@ class Snapshot:
     ``asked`` and ``claimed``; None while it goes on to its budget."""
     epoch_budget: dict[str, Any] | None = None
     """This run's ``--epoch-budget``: ``epochs``, ``trained`` (as last counted) and ``per_second``; None without."""
+    unstarted: int = 0
+    """Of the waiting: queued new trials no worker has taken (grid points; after an early stop, the next run's)."""
 
     @property
     def done(self) -> bool:
-        """Every trial of the budget has finished and none is running or queued."""
-        return self.finished >= self.budget and self.running == 0 and self.waiting == 0
+        """Every trial of the budget has finished and none is running or queued for it."""
+        return self.finished >= self.budget and self.running == 0 and self.waiting == self.unstarted
 
     def line(self) -> str:
         best = "-" if self.best_value is None else f"{self.best_value:.4g} (trial {self.best_trial})"
@@ -151,7 +153,8 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best = _best(trials or coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False), record)
     budget = coordinator.budget()
     finished = counts.finished_logical
-    active = counts.state("RUNNING") + counts.state("WAITING") > 0
+    left = counts.unstarted if finished >= budget else 0  # queued for the next run, after an early stop
+    active = counts.state("RUNNING") + counts.state("WAITING") - left > 0
     rate = rate_of(seen.window, since, active)
     eta = 60.0 * (budget - finished) / rate if rate > 0 and budget > finished else None
     attrs = coordinator.study_user_attrs()
@@ -176,7 +179,7 @@ def snapshot(coordinator: Coordinator, since: float | None = None, trials_seen: 
         best_trial=None if best is None else best.number, trials_per_minute=rate, eta_seconds=eta,
         running_trials=running, best_params={} if best is None else dict(best.params),
         recent_failures=[(t.number, _reason(t)) for t in seen.recent_failed], grid=record.grid, folds=record.folds,
-        ended_early=attrs.get(STOPPED_ATTR) or None, epoch_budget=epochs,
+        ended_early=attrs.get(STOPPED_ATTR) or None, epoch_budget=epochs, unstarted=counts.unstarted,
     )  # fmt: skip
 
 

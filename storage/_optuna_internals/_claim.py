@@ -31,6 +31,11 @@ _POP = sqlalchemy.text(
     "UPDATE trials SET state = 'RUNNING', datetime_start = :now WHERE state = 'WAITING' AND trial_id = "
     "(SELECT min(trial_id) FROM trials WHERE study_id = :sid AND state = 'WAITING') RETURNING trial_id"
 )
+_POP_RETRY = sqlalchemy.text(
+    "UPDATE trials SET state = 'RUNNING', datetime_start = :now WHERE state = 'WAITING' AND trial_id = "
+    "(SELECT min(t.trial_id) FROM trials t JOIN trial_system_attributes a ON a.trial_id = t.trial_id "
+    "AND a.key = 'failed_trial' WHERE t.study_id = :sid AND t.state = 'WAITING') RETURNING trial_id"
+)
 
 
 def _utc_now() -> datetime:
@@ -44,9 +49,10 @@ def create_running_trial(conn: Connection, study_id: int) -> int:
     return int(conn.execute(_CREATE, {"sid": study_id, "now": _utc_now()}).scalar_one())
 
 
-def pop_waiting_trial(conn: Connection, study_id: int) -> int | None:
-    """Turn the study's oldest WAITING trial (a queued retry) RUNNING in ``conn``'s transaction; its id."""
-    trial_id = conn.execute(_POP, {"sid": study_id, "now": _utc_now()}).scalar()
+def pop_waiting_trial(conn: Connection, study_id: int, retries_only: bool = False) -> int | None:
+    """Turn the study's oldest WAITING trial (a queued retry, or with ``retries_only`` false a queued
+    new trial too: a grid point, an ``--enqueue``'d one) RUNNING in ``conn``'s transaction; its id."""
+    trial_id = conn.execute(_POP_RETRY if retries_only else _POP, {"sid": study_id, "now": _utc_now()}).scalar()
     return None if trial_id is None else int(trial_id)
 
 

@@ -243,3 +243,26 @@ def test_read_trials_builds_the_trials_optunas_storage_builds(url: str) -> None:
         assert {t.state for t in expected} == set(TrialState)
     finally:
         backend.engine.dispose()
+
+
+def test_queued_new_trials_count_apart_from_retries(url: str) -> None:
+    """A grid point or an enqueued configuration is a logical trial no worker has started; a retry is not."""
+    study, backend = _study(url)
+    try:
+        study.tell(study.ask(), state=TrialState.FAIL)
+        retry = optuna.trial.create_trial(state=TrialState.WAITING, system_attrs={"failed_trial": 0})
+        backend.create_new_trial(study._study_id, template_trial=retry)
+        study.enqueue_trial({"x": 1.0})
+        study.enqueue_trial({"x": 2.0})
+        counts = storage.count_trials(backend.engine, study._study_id)
+        claims, _ = storage.claim_counts(backend.engine, study._study_id)
+        for c in (counts, claims):
+            assert (c.logical, c.unstarted, c.started, c.state("WAITING")) == (3, 2, 1, 3)
+        assert not counts.done(3) and not counts.done(1)  # the retry waits
+        with backend.engine.begin() as conn:  # after an early stop: the retry only
+            assert storage.pop_waiting_trial(conn, study._study_id, retries_only=True) == study.trials[1]._trial_id
+            assert storage.pop_waiting_trial(conn, study._study_id, retries_only=True) is None
+        study.tell(study.trials[1].number, 0.5)
+        assert storage.count_trials(backend.engine, study._study_id).done(1)  # the points wait for the next run
+    finally:
+        backend.engine.dispose()
