@@ -204,7 +204,7 @@ def test_ctrl_c_while_trials_are_paused_keeps_them_resumable(cli, tmp_path):
             paused = paused_now(trials)
             return paused if paused and any(t.state.name == "RUNNING" for t in trials) else {}
 
-        wait_for(paused_while_running, 180, "a trial to pause while another runs")
+        seen = wait_for(paused_while_running, 180, "a trial to pause while another runs")
         os.killpg(start.pid, signal.SIGINT)
         assert start.wait(timeout=90) == 130, (tmp_path / "start.log").read_text()[-4000:]
     finally:
@@ -212,8 +212,11 @@ def test_ctrl_c_while_trials_are_paused_keeps_them_resumable(cli, tmp_path):
     trials = watch.trials()
     assert [t.number for t in trials if t.state.name == "RUNNING"] == []
     paused = paused_now(trials)
-    assert paused
-    missing = [n for n in paused if not (root / f"trial-{n}").is_dir()]
+    # Under load a worker may resume a trial seen paused before the signal lands: its continuation,
+    # interrupted, is queued again and goes on from the same checkpoint.
+    requeued = {int(t.system_attrs.get("failed_trial", t.number)) for t in trials if t.state.name == "WAITING"}
+    assert set(seen) <= set(paused) | requeued, (sorted(seen), sorted(paused), sorted(requeued))
+    missing = [n for n in {*seen, *paused} if not (root / f"trial-{n}").is_dir()]
     assert not missing, f"Ctrl-C deleted the checkpoints of paused trials {missing}"
     again = cli(*args, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
