@@ -14,8 +14,8 @@ import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
 
 # Physical trials by state; on an extra row whose state is NULL (a study with no trials has no other
-# row): how many are retries, paused attempts and evicted ones, queued trials that are not retries (grid
-# points, ``--enqueue``: unstarted), one study user attribute (``:key``, none when NULL)
+# row): how many are retries (and queued retries: the other queued trials are new ones, unstarted), paused
+# attempts and evicted ones, one study user attribute (``:key``, none when NULL)
 # and the paused attempts resumed since. Those are counted by the attempts that resumptions name in
 # ``resumed_from``, each once: the retry of a resumption whose worker died names it too. Each part is
 # an index's range (``storage._optuna_internals.INDEXES``): the study's trials by state, and the few
@@ -31,12 +31,12 @@ _COUNTS = sqlalchemy.text(
             WHERE e.key = 'paused_evicted' AND t.study_id = :sid AND t.state = 'PRUNED') AS evicted,
            (SELECT count(DISTINCT r.value_json) FROM trial_user_attributes r
             JOIN trials rt ON rt.trial_id = r.trial_id WHERE rt.study_id = :sid AND r.key = 'resumed_from') AS resumed,
-           (SELECT count(*) FROM trials w WHERE w.study_id = :sid AND w.state = 'WAITING' AND NOT EXISTS
-            (SELECT 1 FROM trial_system_attributes f WHERE f.trial_id = w.trial_id AND f.key = 'failed_trial'))
-            AS unstarted,
+           (SELECT count(*) FROM trial_system_attributes f JOIN trials w ON w.trial_id = f.trial_id
+            WHERE f.key = 'failed_trial' AND w.study_id = :sid AND w.state = 'WAITING') AS waiting_retries,
            (SELECT value_json FROM study_user_attributes WHERE study_id = :sid AND key = :key) AS attr
     UNION ALL
-    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS evicted, 0 AS resumed, 0 AS unstarted, NULL AS attr
+    SELECT state, count(*) AS n, 0 AS retries, 0 AS paused, 0 AS evicted, 0 AS resumed, 0 AS waiting_retries,
+           NULL AS attr
     FROM trials WHERE study_id = :sid GROUP BY state
     """
 )
@@ -53,11 +53,10 @@ _CLAIM_COUNTS = sqlalchemy.text(
            (SELECT count(*) FROM trials WHERE study_id = :sid AND state = 'WAITING') AS waiting,
            (SELECT count(*) FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
             WHERE a.key = 'failed_trial' AND t.study_id = :sid) AS retries,
-           (SELECT count(*) FROM trials w WHERE w.study_id = :sid AND w.state = 'WAITING' AND NOT EXISTS
-            (SELECT 1 FROM trial_system_attributes f WHERE f.trial_id = w.trial_id AND f.key = 'failed_trial'))
-            AS unstarted
+           (SELECT count(*) FROM trial_system_attributes f JOIN trials w ON w.trial_id = f.trial_id
+            WHERE f.key = 'failed_trial' AND w.study_id = :sid AND w.state = 'WAITING') AS waiting_retries
     UNION ALL
-    SELECT key, value_json, 0 AS n, 0 AS running, 0 AS waiting, 0 AS retries, 0 AS unstarted
+    SELECT key, value_json, 0 AS n, 0 AS running, 0 AS waiting, 0 AS retries, 0 AS waiting_retries
     FROM study_user_attributes WHERE study_id = :sid AND key IN :keys
     """
 ).bindparams(sqlalchemy.bindparam("keys", expanding=True, type_=sqlalchemy.String))
@@ -144,8 +143,9 @@ def count_trials_and_attr(bind: Engine | Connection, study_id: int, key: str | N
     raw = extra.attr
     states = [r for r in rows if r.state is not None]
     by_state = {str(getattr(r.state, "name", r.state)): int(r.n) for r in states}
+    unstarted = by_state.get("WAITING", 0) - int(extra.waiting_retries or 0)
     counts = TrialCounts(by_state, int(extra.retries or 0), int(extra.resumed or 0), int(extra.paused or 0),
-                         int(extra.evicted or 0), int(extra.unstarted or 0))  # fmt: skip
+                         int(extra.evicted or 0), unstarted)  # fmt: skip
     return counts, None if raw is None else json.loads(raw)
 
 
@@ -167,7 +167,7 @@ def claim_counts(bind: Engine | Connection, study_id: int, *keys: str) -> tuple[
     running, waiting = int(row.running), int(row.waiting)
     by_state = {"RUNNING": running, "WAITING": waiting, FINISHED: int(row.n) - running - waiting}
     counts = TrialCounts({k: v for k, v in by_state.items() if v}, int(row.retries or 0),
-                         unstarted=int(row.unstarted or 0))  # fmt: skip
+                         unstarted=waiting - int(row.waiting_retries or 0))  # fmt: skip
     attrs = {r.key: value for r in rows if r.key is not None and (value := json.loads(r.value_json)) is not None}
     return counts, attrs
 

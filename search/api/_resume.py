@@ -22,6 +22,7 @@ from search.settings import (
     StudyRecord,
     check_study_name,
     grid_differences,
+    grid_size,
     is_grid,
     load_study,
     parse_epoch_budget,
@@ -61,14 +62,16 @@ def resume_options(opts: StartOptions, loc: Locations) -> tuple[StartOptions, li
         raise StudyMismatchError(f"study {name!r} stopped: {error}; start a new study (--name) with metrics its "
                                  "trials record")  # fmt: skip
     record = coordinator.read_record()
-    # A run that ended early (--timeout, --stop-at, --epoch-budget) lowered the stored budget: the
-    # next one, given no --trials, asks for the budget that run asked for.
-    budget = max(coordinator.budget(), int((coordinator.study_user_attrs().get(STOPPED_ATTR) or {}).get("asked") or 0))
+    asked = int((coordinator.study_user_attrs().get(STOPPED_ATTR) or {}).get("asked") or 0)
+    counts, budget = coordinator.counts(), coordinator.budget()
     if opts.trials is None and opts.epoch_budget is not None:  # enough trials for the epochs left
         left = parse_epoch_budget(opts.epoch_budget, record.search_epochs) - epochs_trained(
             coordinator.storage.get_all_trials(coordinator.study_id(), deepcopy=False))  # fmt: skip
-        if left > 0:
-            opts = replace(opts, trials=max(budget, coordinator.counts().logical + left))
+        if left > 0:  # (a grid's queued points are trials to come, not trials taken; it runs at most its points)
+            wanted = max(asked, budget, counts.started + left)
+            opts = replace(opts, trials=min(wanted, grid_size(record.grid)) if record.grid else wanted)
+    elif opts.trials is None and counts.unstarted and asked > budget:  # an early stop left queued points: on to them
+        opts = replace(opts, trials=asked)
     return reconcile(opts, record, budget)
 
 

@@ -300,7 +300,7 @@ def _await_claims(coordinator: Coordinator, procs: list[Any], before: int, limit
     deadline, budget = time.monotonic() + limit, coordinator.budget()
     while time.monotonic() < deadline and all(proc.poll() is None for proc in procs):
         counts = coordinator.counts()
-        if _claimed(counts) - before >= len(procs) or counts.logical >= budget:
+        if _claimed(counts) - before >= len(procs) or counts.started >= budget:
             return
         time.sleep(0.05)
 

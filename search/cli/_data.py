@@ -203,7 +203,7 @@ def delete(**kwargs: Any) -> None:
     name = coordinator.study_name
     counts = coordinator.counts()
     running, queued = counts.state("RUNNING"), counts.state("WAITING")
-    if running and not force:  # queued retries alone are no one's work yet: they go with the study
+    if running and not force:  # queued trials (retries, grid points) are no one's work yet: they go with the study
         raise SearchError(f"study {name!r} has {running} running trial{'s' * (running != 1)}; stop its workers "
                           "or give --force")  # fmt: skip
     tracker = Tracker(loc.tracking())
@@ -213,7 +213,7 @@ def delete(**kwargs: Any) -> None:
     roots = list(dict.fromkeys([*coordinator.checkpoint_roots(), loc.checkpoint_root]))
     folders = [study_dir(root, name) for root in roots if study_dir(root, name).is_dir()]
     what = (f"study {name!r}: {counts.total} trials in the Optuna storage"
-            + (f" ({queued} of them queued retries)" if queued else "") + f", {len(runs.run_ids)} MLflow runs"
+            + (f" ({queued} of them queued)" if queued else "") + f", {len(runs.run_ids)} MLflow runs"
             + "".join(f", checkpoints in {folder}" for folder in folders))  # fmt: skip
     versions = model_versions(tracker, name)
     kept = f"registered model {name!r} ({versions} version{'s' * (versions != 1)}) is kept" if versions else ""

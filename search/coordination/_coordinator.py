@@ -267,7 +267,7 @@ class Coordinator:
             sid = st.study_id(study)
             counts, attrs = st.claim_counts(conn or self.storage.engine, sid, BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR)
             budget = int(attrs.get(BUDGET_ATTR) or 0)
-            room = counts.started < budget  # a new logical trial may start (after an early stop, none)
+            room = counts.started < budget and STOPPED_ATTR not in attrs  # a new logical trial may start
             # Counted only if a paused or new trial could be taken: not in a lingering worker's poll.
             open_ = (room or pausing_spec(study.pruner) is not None) and STOPPED_ATTR not in attrs
             near = trial_epochs is not None and open_ and near_epoch_budget(attrs.get(EPOCHS_ATTR), trial_epochs)
@@ -283,7 +283,7 @@ class Coordinator:
                 self.claimed = None
                 return None, counts, attrs.get(EPOCHS_ATTR)
             taken = resume_paused(self, study, conn) if taken is None else taken  # freeze-thaw: a paused trial
-            if taken is None and counts.logical < budget:
+            if taken is None and room and counts.logical < budget:
                 storage = st.study_storage(study)
                 taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)
             self.claimed = taken

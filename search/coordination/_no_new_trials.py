@@ -97,7 +97,7 @@ def stop_new_trials(coordinator: Any, reason: str) -> dict[str, Any]:
     no worker has taken (grid points, ``--enqueue``'s) stay queued for the next run; a Ctrl-C waits
     for both writes."""
     study_id = coordinator.study_id()
-    with coordinator.lock(), interrupts_deferred():
+    with interrupts_deferred(), coordinator.lock():  # held back until the lock's transaction commits
         if stopped := coordinator.study_user_attrs().get(STOPPED_ATTR):  # by a worker, or the follower: the first says
             return stopped
         claimed, asked = coordinator.counts().started, coordinator.budget()

@@ -44,7 +44,10 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
         return None
     log.info("resuming trial %d from epoch %d (paused as trial %d)", frozen.system_attrs.get(
         "failed_trial", frozen.number), at, frozen.number)  # fmt: skip
-    return st.pop_waiting_trial_id(study) if conn is None else st.pop_waiting_trial(conn, st.study_id(study))
+    if conn is not None:  # the continuation, queued as a retry is: not a queued grid point
+        return st.pop_waiting_trial(conn, st.study_id(study), retries_only=True)
+    with coordinator.storage.engine.begin() as own:  # SQLite, under the study's file lock
+        return st.pop_waiting_trial(own, st.study_id(study), retries_only=True)
 
 
 def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:

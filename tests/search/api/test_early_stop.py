@@ -76,6 +76,18 @@ def test_timeout_ends_a_grid_search_and_the_next_run_takes_the_points_left(cli, 
         (x, lr) for x in (-1, 0, 1, 2) for lr in (0.01, 0.03, 0.1, 0.3))  # fmt: skip
 
 
+@pytest.mark.slow
+def test_an_epoch_budget_ends_a_grid_search_and_a_larger_one_goes_on(cli, tmp_path, warm_cli):
+    grid = ("--sampler", "grid", "--grid", "x=-1,0,1,2", "--grid", "lr=0.01,0.03,0.1,0.3")  # 16 points, 2 epochs each
+    cli("start", *QUICK, *grid, "--epoch-budget", "4", cwd=tmp_path, check=True)
+    status = _counts(warm_cli, tmp_path)
+    assert (status["finished"], status["waiting"], status["budget"]) == (2, 14, 2)  # one worker: exact
+    more = cli("start", *QUICK, *grid, "--epoch-budget", "10", cwd=tmp_path)  # no --trials: the grid's points left
+    assert more.returncode == 0, more.stderr
+    status = _counts(warm_cli, tmp_path)
+    assert (status["finished"], status["waiting"]) == (5, 11) and status["ended_early"]["asked"] == 16
+
+
 def test_after_an_early_stop_a_claim_takes_a_retry_and_leaves_the_queued_points(study_url):
     """Stopped: a queued retry still runs (its trial was started), a queued new trial waits for the next run."""
     from optuna.trial import TrialState, create_trial

@@ -236,7 +236,7 @@ def test_delete_takes_a_study_whose_only_unfinished_trials_are_queued_retries(tm
     Coordinator.existing(demo.url, demo.name).load().enqueue_trial({"lr": 0.01, "width": 64})
     code, out, err = search_main(["delete", *demo.flags(), "--yes"])
     assert code == 0, err
-    assert out.startswith("deleted study 'demo': 7 trials in the Optuna storage (1 of them queued retries)")
+    assert out.startswith("deleted study 'demo': 7 trials in the Optuna storage (1 of them queued)")
 
 
 @pytest.mark.slow
