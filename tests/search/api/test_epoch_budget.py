@@ -200,6 +200,10 @@ def test_an_epoch_budget_ends_the_search_and_a_larger_one_goes_on(cli, tmp_path,
     assert shown in replace(snap, ended_early=None, running=1).line()  # as the live view showed it while it ran
     assert f"sleep: {snap.finished}/{snap.budget} finished" in replace(snap, ended_early=None).line()  # done
 
+    plain = cli("start", *QUICK, cwd=tmp_path, check=True)  # no limit, no --trials: the stored budget, not the
+    # stand-in one (a trial per epoch) the stopped run asked for: no grid points were left queued
+    assert "is finished: nothing to run" in plain.stdout and _epochs(tmp_path) == trained
+
     again = cli("start", *QUICK, "--epoch-budget", "3x", cwd=tmp_path, check=True)
     assert "is finished: nothing to run" in again.stdout and "a larger --epoch-budget searches on" in again.stdout
     assert _status(warm_cli, tmp_path)["finished"] == status["finished"] and _epochs(tmp_path) == trained
