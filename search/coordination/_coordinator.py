@@ -23,7 +23,7 @@ from search.coordination._attrs import (
 from search.coordination._grid import queue_points
 from search.coordination._interrupts import interrupts_deferred
 from search.coordination._no_new_trials import epoch_budget_spent, near_epoch_budget
-from search.coordination._paused import resume_paused
+from search.coordination._paused import pop_retry, resume_paused
 from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.coordination._same_search import check_same_search
@@ -267,22 +267,21 @@ class Coordinator:
             sid = st.study_id(study)
             counts, attrs = st.claim_counts(conn or self.storage.engine, sid, BUDGET_ATTR, EPOCHS_ATTR, STOPPED_ATTR)
             budget = int(attrs.get(BUDGET_ATTR) or 0)
-            room = counts.started < budget and STOPPED_ATTR not in attrs  # a new logical trial may start
+            stopped = STOPPED_ATTR in attrs  # an early stop: no new or paused trial, retries only
+            room = not stopped and counts.started < budget  # a new logical trial may start
             # Counted only if a paused or new trial could be taken: not in a lingering worker's poll.
-            open_ = (room or pausing_spec(study.pruner) is not None) and STOPPED_ATTR not in attrs
+            open_ = not stopped and (room or pausing_spec(study.pruner) is not None)
             near = trial_epochs is not None and open_ and near_epoch_budget(attrs.get(EPOCHS_ATTR), trial_epochs)
             taken, retries_only, waiting = None, near or not room, counts.state("WAITING")
-            if waiting and conn is not None:
-                taken = st.pop_waiting_trial(conn, sid, retries_only)
-            elif waiting and not retries_only:
-                taken = st.pop_waiting_trial_id(study)
-            elif waiting:  # SQLite, under the study's file lock
-                with self.storage.engine.begin() as own:
-                    taken = st.pop_waiting_trial(own, sid, retries_only=True)
+            if waiting and retries_only:
+                taken = pop_retry(self, conn, sid)
+            elif waiting:
+                taken = st.pop_waiting_trial(conn, sid) if conn is not None else st.pop_waiting_trial_id(study)
             if taken is None and near:
                 self.claimed = None
                 return None, counts, attrs.get(EPOCHS_ATTR)
-            taken = resume_paused(self, study, conn) if taken is None else taken  # freeze-thaw: a paused trial
+            if taken is None and not stopped:  # freeze-thaw: a paused trial (after an early stop, none)
+                taken = resume_paused(self, study, conn)
             if taken is None and room and counts.logical < budget:
                 storage = st.study_storage(study)
                 taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)

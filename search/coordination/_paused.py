@@ -44,10 +44,17 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
         return None
     log.info("resuming trial %d from epoch %d (paused as trial %d)", frozen.system_attrs.get(
         "failed_trial", frozen.number), at, frozen.number)  # fmt: skip
-    if conn is not None:  # the continuation, queued as a retry is: not a queued grid point
-        return st.pop_waiting_trial(conn, st.study_id(study), retries_only=True)
-    with coordinator.storage.engine.begin() as own:  # SQLite, under the study's file lock
-        return st.pop_waiting_trial(own, st.study_id(study), retries_only=True)
+    return pop_retry(coordinator, conn, st.study_id(study))  # queued as a retry is: not a grid point
+
+
+def pop_retry(coordinator: Any, conn: Connection | None, study_id: int) -> int | None:
+    """The study's oldest queued retry or continuation turned RUNNING (never a queued new trial); its
+    id. On the lock's connection on PostgreSQL; on SQLite in a transaction of its own, under the
+    study's file lock."""
+    if conn is not None:
+        return st.pop_waiting_trial(conn, study_id, retries_only=True)
+    with coordinator.storage.engine.begin() as own:
+        return st.pop_waiting_trial(own, study_id, retries_only=True)
 
 
 def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:
