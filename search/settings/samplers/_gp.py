@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from search.settings._spec import STARTUP, SamplerSpec
+from search.settings._spec import STARTUP, Option, SamplerSpec
 
 if TYPE_CHECKING:
     from optuna.samplers import BaseSampler
@@ -13,12 +13,22 @@ if TYPE_CHECKING:
 class Gp(SamplerSpec):
     name = "gp"
     uses_constraints = True
-    options = {"startup": STARTUP}
+    options = {
+        "startup": STARTUP,
+        "pruned": Option(bool, True, "read each pruned trial as complete at the worst complete value (false: "
+                         "Optuna's reading, which leaves pruned trials out)"),
+    }  # fmt: skip
 
     def build(self, seed: int | None) -> BaseSampler:
         import optuna
 
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=self["startup"])
+        sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=self["startup"])
+        if not self["pruned"]:
+            return sampler
+        from search.settings._pruned_seen import PrunedAsWorst
+
+        return PrunedAsWorst(sampler)
 
     def describe(self) -> str:
-        return f"Gaussian process ({self['startup']} random trials first)"
+        pruned = ", pruned trials read as the worst complete one" if self["pruned"] else ""
+        return f"Gaussian process ({self['startup']} random trials first{pruned})"
