@@ -37,13 +37,29 @@ class PrunedAsWorst(SeeingSampler):
 
 def pruned_as_worst(trials: list[Any], maximize: bool) -> list[Any]:
     """``trials`` with each pruned one that reported a value read as complete at the worst complete
-    value; unchanged while none is complete, or when a complete trial has constraints."""
+    value; unchanged while none is complete, or when a complete trial has constraints.
+
+    Left as they are: an attempt that another goes on from (a paused trial resumed, a PBT trial
+    replaced: its continuation names it last in ``retry_history``), which is not a bad point, and a
+    pruned trial without every parameter the complete trials share. Optuna's search space of the
+    complete trials reads each trial once, as it finishes, and never again: one that turned
+    complete later, missing a parameter of that space, would break the model's read of it.
+    """
     done = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
     if not done or any(t.constraints for t in done):
         return trials
     values = [float(t.value) for t in done]
     worst = min(values) if maximize else max(values)
-    return [_complete_at(t, worst) if t.state == TrialState.PRUNED and t.intermediate_values else t for t in trials]
+    shared = dict(done[0].distributions)
+    for t in done[1:]:
+        shared = {name: d for name, d in shared.items() if t.distributions.get(name) == d}
+    continued = {int(t.system_attrs["retry_history"][-1]) for t in trials if t.system_attrs.get("retry_history")}
+
+    def bad(t: Any) -> bool:
+        return (t.state == TrialState.PRUNED and bool(t.intermediate_values) and t.number not in continued
+                and all(t.distributions.get(name) == d for name, d in shared.items()))  # fmt: skip
+
+    return [_complete_at(t, worst) if bad(t) else t for t in trials]
 
 
 def _complete_at(trial: Any, value: float) -> Any:
