@@ -15,6 +15,7 @@ from typing import Any
 from optuna.samplers import BaseSampler
 from optuna.trial import TrialState
 
+from search.settings._pruners import superseded
 from search.settings._seeing import SeeingSampler
 
 
@@ -53,7 +54,7 @@ def pruned_as_worst(trials: list[Any], maximize: bool) -> list[Any]:
     shared = dict(done[0].distributions)
     for t in done[1:]:
         shared = {name: d for name, d in shared.items() if t.distributions.get(name) == d}
-    continued = {int(t.system_attrs["retry_history"][-1]) for t in trials if t.system_attrs.get("retry_history")}
+    continued = superseded(trials)
 
     def bad(t: Any) -> bool:
         return (t.state == TrialState.PRUNED and bool(t.intermediate_values) and t.number not in continued
