@@ -172,7 +172,7 @@ def test_a_worker_frozen_around_a_pause_or_a_resume_does_no_damage_when_it_wakes
             # Its retry may train the one epoch to a rung and pause there between two looks: taken is
             # enough (RUNNING or already finished), only a retry left WAITING is wrong.
             wait_for(lambda: [t for t in watch.trials() if t.state.name != "WAITING"
-                              and t.system_attrs.get("retry_history", [None])[-1] == target.number], 60,
+                              and t.system_attrs.get("retry_history", [None])[-1] == target.number], 180,
                      "its retry to run")  # fmt: skip
             _check_paused_checkpoints(watch, root)
         finally:
