@@ -7,6 +7,7 @@ import contextlib
 import sqlite3
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy
@@ -14,6 +15,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DisconnectionError
 
+from storage._lock import DEFAULT_HOLD_S, MIN_HOLD_S
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
 # Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 2, one
@@ -68,6 +70,7 @@ def create_engine(url: str) -> Engine:
         tune_sqlite_connections()
     if is_postgres(url):
         ping_when_idle(engine)
+        end_silent_transactions(engine, lambda: DEFAULT_HOLD_S)
         close_at_exit(engine)
     return engine
 
@@ -115,6 +118,37 @@ def ping_when_idle(engine: Engine) -> None:
 
     event.listen(engine, "checkin", on_checkin)
     event.listen(engine, "checkout", on_checkout)
+
+
+# Set in each transaction, not once per session: behind PgBouncer in transaction mode a session's
+# settings stay on whichever server connection ran them, and PgBouncer 1.18 refuses ``options``.
+_SILENCE_LIMIT = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
+
+
+def end_silent_transactions(engine: Engine, hold_s: Callable[[], float]) -> None:
+    """Have the server end each transaction of ``engine`` whose client goes ``hold_s()`` seconds
+    (at least ``MIN_HOLD_S``) without a statement, and so free the rows it locked.
+
+    A worker frozen (SIGSTOP, a swapped-out VM, a node cut off) in the middle of one of Optuna's
+    writes holds its trial's row, locked ``FOR UPDATE``, for as long as it stays frozen: TCP
+    keepalives see a live peer. The reaper, which must fail that trial and queue its retry, would wait
+    for that row with the study lock held, and every claim with it. With this limit the frozen
+    worker's transaction ends about one grace period after its last statement, as the study lock's
+    own transaction does (``storage.study_lock``); the worker, if it wakes, finds its connection gone
+    and its write unmade, and retries it as after an outage. Costs one round trip per transaction.
+    """
+
+    def on_begin(conn: Any) -> None:
+        ms = str(int(1000 * max(hold_s(), MIN_HOLD_S)))
+        dbapi_conn = conn.connection.dbapi_connection
+        try:
+            with contextlib.closing(dbapi_conn.cursor()) as cursor:
+                cursor.execute(_SILENCE_LIMIT, (ms,))
+        except Exception:
+            conn.invalidate()  # a connection that cannot run this is lost: the pool opens another
+            raise
+
+    event.listen(engine, "begin", on_begin)
 
 
 _TUNED = False

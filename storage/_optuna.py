@@ -14,11 +14,13 @@ from storage._engine import (
     CONNECT_TIMEOUT_S,
     close_at_exit,
     create_engine,
+    end_silent_transactions,
     engine_kwargs,
     ping_when_idle,
     tune_sqlite_connections,
 )
 from storage._errors import StorageError
+from storage._lock import DEFAULT_HOLD_S
 from storage._optuna_internals import ensure_indexes, versions_on_demand
 from storage._urls import describe, host_port, is_postgres, is_sqlite, mask, normalize_db_url, sqlite_path
 
@@ -130,6 +132,8 @@ def open_optuna_storage(
             raise StorageError(explain_db_error(url, exc)) from None
     if is_postgres(url):
         ping_when_idle(storage.engine)
+        # The study lock's hold time: a frozen worker's rows are free by the time it counts as dead.
+        end_silent_transactions(storage.engine, lambda: float(storage.grace_period or DEFAULT_HOLD_S))
         close_at_exit(storage.engine)
     return storage
 

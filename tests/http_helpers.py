@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -21,3 +27,26 @@ def answers(url: str, timeout: float = 5) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def serve_mlflow(port: int, store: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``mlflow server`` on 127.0.0.1:``port`` over the SQLite file ``store``, in a process group of
+    its own (:func:`stop_server`), once its /health answers."""
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--backend-store-uri", f"sqlite:///{store}",
+           "--artifacts-destination", str(store.parent / "artifacts")]  # fmt: skip
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if answers(f"http://127.0.0.1:{port}/health", timeout=2):
+            return proc
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.3)
+    raise AssertionError(f"the MLflow server did not start:\n{log.read_text()}")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """End a server started in a process group of its own, and its workers with it."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)

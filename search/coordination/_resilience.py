@@ -155,14 +155,14 @@ class _Outage:
         self.since: float | None = None
         self.ended: float | None = None
 
-    def failed(self, what: str, exc: BaseException) -> float:
+    def failed(self, what: str, exc: BaseException, hint: str = "") -> float:
         """Record a lost connection; return how long the outage has lasted so far."""
         with self._lock:
             now = time.monotonic()
             if self.since is None:
                 self.since = now
-                log.warning("%s while %s (%s); retrying for up to %g s",
-                            self.lost, what, _brief(exc), outage_limit())  # fmt: skip
+                log.warning("%s while %s (%s); retrying for up to %g s%s",
+                            self.lost, what, _brief(exc), outage_limit(), hint)  # fmt: skip
             return now - self.since
 
     def succeeded(self) -> None:
@@ -190,6 +190,12 @@ ROW_LOCKS = _Outage("the study's rows locked by another session", "the study's r
 """Claims that gave up waiting for a row another session holds (:data:`LOCK_TIMEOUT`). Its own
 clock: the heartbeat's successes say nothing about those rows, and a held row is no outage (the
 reaper's grace after one would wait for nothing)."""
+
+
+_SQLITE_HELD = (
+    "; the embedded MLflow store (SQLite) stays locked while a process stopped in the middle of a write "
+    "(SIGSTOP, Ctrl-Z) holds it: resume or end that process, or track to a server (--tracking-uri)"
+)
 
 
 def _brief(exc: BaseException) -> str:
@@ -232,15 +238,18 @@ def retrying(call: Callable[[], T], what: str, outage: _Outage | None = None) ->
                 continue
             # MLflow's embedded SQLite store stays locked while a frozen (SIGSTOPped) process holds a
             # write: a wait on the tracking clock, not a failed trial.
-            lost = is_connection_error(exc) or (outage is TRACKING_OUTAGE and _sqlite_busy(exc))
+            locked = outage is TRACKING_OUTAGE and _sqlite_busy(exc)
+            lost = is_connection_error(exc) or locked
             clock = ROW_LOCKS if is_lock_timeout(exc) else outage if lost else None
             if clock is None:
                 raise
             held = held or clock is ROW_LOCKS
-            down, limit = clock.failed(what, exc), outage_limit()
+            hint = _SQLITE_HELD if locked else ""
+            down, limit = clock.failed(what, exc, hint), outage_limit()
             if down >= limit:
+                limits = f"(limit --db-outage-limit {limit:g})"
                 raise DatabaseUnavailableError(
-                    f"{clock.gone} for {down:.0f} s while {what} (limit --db-outage-limit {limit:g}): {_brief(exc)}"
+                    f"{clock.gone} for {down:.0f} s while {what} {limits}: {_brief(exc)}{hint}"
                 ) from exc
             time.sleep(min(delay * random.uniform(0.8, 1.2), limit - down + 0.1))
             delay = min(2 * delay, MAX_DELAY_S)

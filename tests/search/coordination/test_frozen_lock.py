@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,31 @@ from search_helpers import FROZEN_CLAIM, LOCK_GRACE_S, sleep_study_coordinator, 
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[3]
+
+# A worker that claims a trial and stops itself in the middle of telling it, its trial's row locked
+# (``storage.finish_trial``'s transaction, at the sampler's hook): ``python -c FROZEN_TELL URL NAME``
+# prints "frozen", stops, and once woken prints the state its retried tell found the trial in.
+FROZEN_TELL = textwrap.dedent(
+    """
+    import os, signal, sys
+    import storage
+    from optuna.trial import TrialState
+    from search.coordination import Coordinator, retrying
+
+    def freeze_once(trial, values):
+        if not os.environ.get("THAWED"):
+            os.environ["THAWED"] = "1"
+            print("frozen", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    coordinator = Coordinator(sys.argv[1], sys.argv[2])
+    study = coordinator.load()
+    trial, counts = coordinator.claim(study)
+    tell = lambda: storage.finish_trial(coordinator.storage, trial._trial_id, TrialState.COMPLETE, 0.5, {}, freeze_once)
+    found = retrying(tell, "finishing the trial")
+    print("found", None if found is None else found.state.name, flush=True)
+    """
+)
 
 
 @pytest.mark.slow
@@ -52,6 +78,39 @@ def test_a_worker_frozen_inside_the_lock_stops_nobody_and_does_no_damage_when_it
     trials = study.get_trials(deepcopy=False)
     assert [t.number for t in trials] == [0, 1]  # nothing created behind the others' backs
     assert all(t.state == TrialState.RUNNING for t in trials)
+
+
+@pytest.mark.slow
+def test_a_worker_frozen_while_it_writes_its_trial_does_not_keep_the_trial_from_being_reaped(pg_url):
+    """Frozen in the middle of a write (its trial's row locked FOR UPDATE), a worker holds that row
+    for as long as it stays frozen unless the server ends its transaction: the reaper, study lock
+    held, waited on the row (and every claim behind it) until ``--db-outage-limit`` ran out. The
+    server now ends a transaction silent for one grace period: the trial is reaped, its retry
+    queued, and the woken worker finds the trial failed and writes nothing."""
+    coordinator, study = sleep_study_coordinator(pg_url, "frozenwrite", trials=2)
+    child = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_TELL, pg_url, "frozenwrite"], cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: stopped(child.pid), 60, "the tell to freeze with its trial's row locked")
+        time.sleep(LOCK_GRACE_S + 1.5)  # its trial never beats: dead
+        reaped: list[int] = []
+        reaper = threading.Thread(target=lambda: reaped.extend(t.number for t in coordinator.reap(study)), daemon=True)
+        reaper.start()
+        reaper.join(timeout=LOCK_GRACE_S + 30)
+        assert not reaper.is_alive(), "the reaper is still waiting for the row a frozen worker holds"
+        assert reaped == [0]
+        [retry] = [t for t in study.get_trials(deepcopy=False) if t.number != 0]
+        assert retry.state.name == "WAITING" and retry.system_attrs["failed_trial"] == 0
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.splitlines() == ["frozen", "found FAIL"], err  # woke, its write undone, the trial reaped
+    frozen = study.get_trials(deepcopy=False)[0]
+    assert frozen.state.name == "FAIL" and frozen.values is None
+    assert frozen.user_attrs["fail_reason"].startswith("worker lost")
 
 
 @pytest.mark.slow

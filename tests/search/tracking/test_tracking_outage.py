@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from http_helpers import free_port, serve_mlflow, stop_server
 
 ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
@@ -84,43 +85,6 @@ def test_a_heartbeats_reaping_pass_never_waits_for_mlflow_to_end_a_dead_run(tmp_
     assert study.get_trials(deepcopy=False)[0].state.name == "FAIL"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve_mlflow(port: int, store: Path, log: Path):
-    import subprocess
-    import sys
-    import urllib.request
-
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{store}",
-           "--artifacts-destination", str(store.parent / "artifacts")]  # fmt: skip
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return proc
-        except OSError:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-    raise AssertionError(f"the MLflow server did not start:\n{log.read_text()}")
-
-
-def _stop(proc) -> None:
-    import os
-    import signal
-
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)
-
-
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reaped(pg_url, tmp_path):
@@ -134,9 +98,9 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
     import optuna
     from mlflow import MlflowClient
 
-    port, store = _free_port(), tmp_path / "mlflow" / "mlflow.db"
+    port, store = free_port(), tmp_path / "mlflow" / "mlflow.db"
     store.parent.mkdir()
-    server = _serve_mlflow(port, store, tmp_path / "mlflow.log")
+    server = serve_mlflow(port, store, tmp_path / "mlflow.log")
     uri = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCH_") and k != "MLFLOW_TRACKING_URI"}
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
@@ -166,7 +130,7 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
         before = epochs_reported()
         time.sleep(12)
         during = epochs_reported() - before
-        server = _serve_mlflow(port, store, tmp_path / "mlflow.log")
+        server = serve_mlflow(port, store, tmp_path / "mlflow.log")
         assert start.wait(timeout=300) == 0, (tmp_path / "start.log").read_text()
         trials = optuna.load_study(study_name="sleep", storage=storage).get_trials(deepcopy=False)
         runs = MlflowClient(uri).search_runs(
@@ -176,14 +140,16 @@ def test_trials_keep_training_through_a_tracking_server_outage_and_none_is_reape
         if start.poll() is None:
             start.kill()
         if server.poll() is None:
-            _stop(server)
+            stop_server(server)
     assert during >= 8, f"only {during} epochs reported in 12 s while MLflow was down"  # 2 workers at 1 s an epoch
     assert [t.state.name for t in trials] == ["COMPLETE"] * 2  # none reaped, none retried
     assert not [t for t in trials if "fail_reason" in t.user_attrs]
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # the parent and the two trials
 
 
-def test_mlflows_sqlite_store_locked_by_a_frozen_worker_is_waited_out_not_a_failed_trial(monkeypatch, fresh_outages):
+def test_mlflows_sqlite_store_locked_by_a_frozen_worker_is_waited_out_not_a_failed_trial(
+    monkeypatch, fresh_outages, caplog
+):
     """A worker SIGSTOPped inside a write to the embedded MLflow store (SQLite) keeps it locked: the
     others' MLflow calls wait on the tracking clock (they failed their trials before). The Optuna
     database's own "database is locked" still propagates at once."""
@@ -200,6 +166,7 @@ def test_mlflows_sqlite_store_locked_by_a_frozen_worker_is_waited_out_not_a_fail
 
     assert _resilience.retrying(locked_twice, "logging to MLflow", _resilience.TRACKING_OUTAGE) == "written"
     assert len(calls) == 3
+    assert "resume or end that process, or track to a server (--tracking-uri)" in caplog.text  # what to do
     calls.clear()
     with pytest.raises(RuntimeError, match="database is locked"):
         _resilience.retrying(locked_twice, "claiming a trial")  # Optuna's clock: not an outage
