@@ -15,7 +15,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DisconnectionError
 
-from storage._lock import DEFAULT_HOLD_S, MIN_HOLD_S
+from storage._lock import MIN_HOLD_S
 from storage._urls import is_postgres, is_sqlite, normalize_db_url
 
 # Connections per worker process to the Optuna database: at most POOL_SIZE + MAX_OVERFLOW = 2, one
@@ -70,7 +70,6 @@ def create_engine(url: str) -> Engine:
         tune_sqlite_connections()
     if is_postgres(url):
         ping_when_idle(engine)
-        end_silent_transactions(engine, lambda: DEFAULT_HOLD_S)
         close_at_exit(engine)
     return engine
 
@@ -122,7 +121,7 @@ def ping_when_idle(engine: Engine) -> None:
 
 # Set in each transaction, not once per session: behind PgBouncer in transaction mode a session's
 # settings stay on whichever server connection ran them, and PgBouncer 1.18 refuses ``options``.
-_SILENCE_LIMIT = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
+_SILENCE_LIMIT = "SELECT set_config('idle_in_transaction_session_timeout', '{ms}', true)"
 
 
 def end_silent_transactions(engine: Engine, hold_s: Callable[[], float]) -> None:
@@ -139,14 +138,10 @@ def end_silent_transactions(engine: Engine, hold_s: Callable[[], float]) -> None
     """
 
     def on_begin(conn: Any) -> None:
-        ms = str(int(1000 * max(hold_s(), MIN_HOLD_S)))
-        dbapi_conn = conn.connection.dbapi_connection
-        try:
-            with contextlib.closing(dbapi_conn.cursor()) as cursor:
-                cursor.execute(_SILENCE_LIMIT, (ms,))
-        except Exception:
-            conn.invalidate()  # a connection that cannot run this is lost: the pool opens another
-            raise
+        # Run inside SQLAlchemy's begin (which allows statements there): psycopg2 opens the
+        # transaction with this statement, and a failure is wrapped and read for a disconnect as any.
+        ms = int(1000 * max(hold_s(), MIN_HOLD_S))
+        conn.exec_driver_sql(_SILENCE_LIMIT.format(ms=ms))
 
     event.listen(engine, "begin", on_begin)
 

@@ -39,10 +39,13 @@ def serve_mlflow(port: int, store: Path, log: Path) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()  # exited: the port was taken, say
         if answers(f"http://127.0.0.1:{port}/health", timeout=2):
+            time.sleep(0.5)  # the one serving may be another's, on the same port: ours then exits
+            assert proc.poll() is None, log.read_text()
             return proc
-        assert proc.poll() is None, log.read_text()
         time.sleep(0.3)
+    stop_server(proc)
     raise AssertionError(f"the MLflow server did not start:\n{log.read_text()}")
 
 

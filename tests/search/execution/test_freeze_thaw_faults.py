@@ -167,9 +167,10 @@ def test_a_worker_frozen_around_a_pause_or_a_resume_does_no_damage_when_it_wakes
     (tmp_path / "mlflow").mkdir()
     port = free_port()
     server = serve_mlflow(port, tmp_path / "mlflow" / "mlflow.db", tmp_path / "mlflow.log")
-    start = spawn(_args("ft-stop", pg_url, trials=10, tracking=f"http://127.0.0.1:{port}"), tmp_path,
-                  tmp_path / "start.log")  # fmt: skip
+    start = None
     try:
+        start = spawn(_args("ft-stop", pg_url, trials=10, tracking=f"http://127.0.0.1:{port}"), tmp_path,
+                      tmp_path / "start.log")  # fmt: skip
         watch = StudyWatch(pg_url, "ft-stop")
         find = _resumed_mid_training if around == "resume" else _pausing
         target = wait_for(lambda: _check_paused_checkpoints(watch, root) >= 0 and _frozen(watch, find), 180,
@@ -192,7 +193,8 @@ def test_a_worker_frozen_around_a_pause_or_a_resume_does_no_damage_when_it_wakes
         _check_paused_checkpoints(watch, root)
         _finish(start, tmp_path / "start.log")
     finally:
-        stop(start)
+        if start is not None:
+            stop(start)
         stop_server(server)
     trials = watch.trials()
     _check_after(trials, 10)
