@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from bench_search import SurrogateProblem, spec_strategy, strategies  # noqa: E402
-from equal_epochs import sign_test  # noqa: E402
+from equal_epochs import pairs, sign_test  # noqa: E402
 from search_sim import simulate  # noqa: E402
 
 
@@ -61,26 +61,22 @@ def run(tasks: list[str], workers: list[int], seeds: range, names: list[str], tr
 
 def paired(rows: list[dict[str, Any]], reference: str) -> list[str]:
     """Per worker count and strategy: W-L against ``reference`` (one-process: paired with every
-    worker count), the sign test's p, the median ratio of best values and of epochs."""
-    ref = {(r["task"], r["seed"], None if r["sequential"] else r["workers"]): r
-           for r in rows if r["strategy"] == reference}  # fmt: skip
+    worker count, as ``equal_epochs.pairs`` pairs runs), the sign test's p, the median ratio of best
+    values and of epochs."""
+    traces = [{"strategy": r["strategy"], "problem": r["task"], "workers": r["workers"], "seed": r["seed"],
+               "events": [{key: r[key] for key in ("best", "epochs", "trials")}]} for r in rows]  # fmt: skip
+    by_strategy = pairs(traces, reference)
     head = f"  {'strategy':50s} {'workers':>7s} {'W-L (p)':>13s} {'best ratio':>10s} {'epochs ratio':>12s}"
     lines = [f"after {rows[0]['trials'] if rows else 0} trials, against {reference} (same task and seed)", head]
     for w in sorted({r["workers"] for r in rows}):
-        for name in dict.fromkeys(r["strategy"] for r in rows if r["strategy"] != reference):
-            pairs = []
-            for r in rows:
-                if r["strategy"] != name or r["workers"] != w:
-                    continue
-                other = ref.get((r["task"], r["seed"], None)) or ref.get((r["task"], r["seed"], w))
-                if other is not None:
-                    pairs.append((r, other))
-            if not pairs:
+        for name, by_key in by_strategy.items():
+            found = [(mine["events"][0], ref["events"][0]) for key, (mine, ref) in by_key.items() if key[1] == w]
+            if not found:
                 continue
-            wins = sum(a["best"] < b["best"] for a, b in pairs)
-            losses = sum(a["best"] > b["best"] for a, b in pairs)
-            best = statistics.median(a["best"] / b["best"] for a, b in pairs)
-            epochs = statistics.median(a["epochs"] / b["epochs"] for a, b in pairs)
+            wins = sum(a["best"] < b["best"] for a, b in found)
+            losses = sum(a["best"] > b["best"] for a, b in found)
+            best = statistics.median(a["best"] / b["best"] for a, b in found)
+            epochs = statistics.median(a["epochs"] / b["epochs"] for a, b in found)
             lines.append(f"  {name:50s} {w:>7d} {f'{wins}-{losses} ({sign_test(wins, losses):.2f})':>13s} "
                          f"{best:>10.3f} {epochs:>12.2f}")  # fmt: skip
     return lines
