@@ -163,7 +163,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
             return False
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
         values = logical_values(study.get_trials(deepcopy=False, states=states))
-        number = pausing.to_resume(study.pruner, values, {n: e for n, (_, _, e) in paused.items()}, False)
+        spent = started >= trials and used >= epochs_budget  # no new trial starts: as the service's claim
+        number = pausing.to_resume(study.pruner, values, {n: e for n, (_, _, e) in paused.items()}, False, spent)
         if number is None:
             return False
         frozen, curve, epoch = paused.pop(number)

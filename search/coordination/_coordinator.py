@@ -281,7 +281,7 @@ class Coordinator:
                 self.claimed = None
                 return None, counts, attrs.get(EPOCHS_ATTR)
             if taken is None and not stopped:  # freeze-thaw: a paused trial (after an early stop, none)
-                taken = resume_paused(self, study, conn)
+                taken = resume_paused(self, study, conn, spent=not room)
             if taken is None and room and counts.logical < budget:
                 storage = st.study_storage(study)
                 taken = storage.create_new_trial(sid) if conn is None else st.create_running_trial(conn, sid)

@@ -25,15 +25,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None) -> int | None:
+def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None, spent: bool = False) -> int | None:
     """Under the study lock, with a pruner that pauses (freeze-thaw): queue and take the
-    continuation of the paused trial its rule resumes now, if any; its id.
+    continuation of the paused trial its rule resumes now, if any (``spent``: the budget's trials
+    have all started); its id.
 
     The continuation is queued as a retry is (the same logical trial, its params and values, its
     attempt last in ``retry_history``), spending none of ``--max-retries``, and names the
     attempt it resumes in ``resumed_from``; it goes on from the checkpoint kept at the pause.
     """
-    found = resumable(coordinator, study, conn)
+    found = resumable(coordinator, study, conn, spent)
     if found is None:
         return None
     paused_id, at = found
@@ -57,11 +58,13 @@ def pop_retry(coordinator: Any, conn: Connection | None, study_id: int) -> int |
         return st.pop_waiting_trial(own, study_id, retries_only=True)
 
 
-def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None) -> tuple[int, int] | None:
+def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None,
+              spent: bool = True) -> tuple[int, int] | None:  # fmt: skip
     """The paused attempt (its id and epoch) that its pruner's rule resumes now, if the study's
     pruner pauses; None if it does not, or no paused trial has earned it (or can resume here), or
     the search ended early (``--timeout``, ``--stop-at``, ``--epoch-budget``: the paused trials then
-    end as at the end of a study)."""
+    end as at the end of a study). ``spent``: the budget's trials have all started, so the best
+    paused trial of each rung has earned its resumption (``_freeze_thaw.to_resume``)."""
     spec = pausing_spec(study.pruner)
     if spec is None:
         return None
@@ -72,7 +75,7 @@ def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = N
         return None
     values = st.values_at(bind, st.study_id(study), sorted({at for _, at in paused.values()}))
     maximize = study.direction.name == "MAXIMIZE"
-    number = spec.to_resume(study.pruner, values, {n: at for n, (_, at) in paused.items()}, maximize)
+    number = spec.to_resume(study.pruner, values, {n: at for n, (_, at) in paused.items()}, maximize, spent)
     # Ended early: no paused trial starts again (looked at last: a claim under the lock pays it only then).
     if number is None or st.study_attrs(bind, st.study_id(study), STOPPED_ATTR):
         return None

@@ -26,10 +26,11 @@ def rungs(first: int, factor: int, epochs: int) -> list[int]:
     return out
 
 
-def top_at(values: Values, rung: int, factor: int, maximize: bool = False) -> set[int]:
-    """The logical trials in the top ``1/factor`` (rounded down) of those that reached ``rung``."""
+def top_at(values: Values, rung: int, factor: int, maximize: bool = False, at_least_one: bool = False) -> set[int]:
+    """The logical trials in the top ``1/factor`` (rounded down; at least the best one with
+    ``at_least_one``) of those that reached ``rung``."""
     reached = [(v[rung], number) for number, v in values.items() if rung in v and v[rung] == v[rung]]
-    keep = len(reached) // factor
+    keep = max(len(reached) // factor, 1 if at_least_one else 0)
     reached.sort(key=lambda pair: (-pair[0] if maximize else pair[0], pair[1]))
     return {number for _, number in reached[:keep]}
 
@@ -39,13 +40,19 @@ def goes_on(values: Values, number: int, rung: int, factor: int, maximize: bool 
     return number in top_at(values, rung, factor, maximize)
 
 
-def to_resume(values: Values, paused: Mapping[int, int], factor: int, maximize: bool = False) -> int | None:
+def to_resume(values: Values, paused: Mapping[int, int], factor: int, maximize: bool = False,
+              spent: bool = False) -> int | None:  # fmt: skip
     """The paused trial (``paused``: logical number -> its rung) to resume now, if any: from the
     highest rung down, the best paused trial in its rung's top ``1/factor``.
+
+    ``spent``: the budget's trials have all started, so no rung fills any more. Then a rung's top
+    holds at least its best trial, so that the best of the highest rung goes on (and, rung by rung,
+    one trial reaches the last epoch): a budget below ``factor ** len(rungs)`` trials would otherwise
+    end with every trial paused and none complete.
     """
     sign = -1 if maximize else 1
     for rung in sorted(set(paused.values()), reverse=True):
-        top = top_at(values, rung, factor, maximize)
+        top = top_at(values, rung, factor, maximize, at_least_one=spent)
         earned = [number for number, at in paused.items() if at == rung and number in top]
         if earned:
             return min(earned, key=lambda n: (sign * values[n][rung], n))

@@ -145,9 +145,10 @@ class PrunerSpec(AlgorithmSpec):
         return True
 
     @classmethod
-    def to_resume(cls, pruner: Any, values: Any, paused: Any, maximize: bool) -> int | None:
+    def to_resume(cls, pruner: Any, values: Any, paused: Any, maximize: bool, spent: bool = False) -> int | None:
         """For a pruner that pauses: the paused logical trial to resume now, if any, given every
-        logical trial's reported values and the paused ones' epochs (logical number -> epoch)."""
+        logical trial's reported values and the paused ones' epochs (logical number -> epoch);
+        ``spent``: the budget's trials have all started (no new trial will reach a rung)."""
         return None
 
     def refuse(self, why: str) -> SearchError:

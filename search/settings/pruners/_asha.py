@@ -62,8 +62,8 @@ class Asha(PrunerSpec):
         return step in pruner.rungs and (last_asked is None or new_rung(pruner.first, pruner.factor, step, last_asked))
 
     @classmethod
-    def to_resume(cls, pruner: Any, values: Any, paused: Any, maximize: bool) -> int | None:
-        return to_resume(values, paused, pruner.factor, maximize)
+    def to_resume(cls, pruner: Any, values: Any, paused: Any, maximize: bool, spent: bool = False) -> int | None:
+        return to_resume(values, paused, pruner.factor, maximize, spent)
 
     def describe(self) -> str:
         return (f"freeze-thaw (ASHA, promotion mode): trials pause at epochs {self['min']}, "

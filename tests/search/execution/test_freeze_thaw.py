@@ -105,3 +105,22 @@ def test_a_search_ended_early_resumes_no_paused_trial(cli, warm_cli, tmp_path):
     trials = optuna.load_study(study_name="ranked", storage=storage).get_trials(deepcopy=False)
     assert not [t for t in trials if t.user_attrs.get("resumed_from") in (0, 1)]  # ended with the first run
     assert len({int(t.system_attrs.get("failed_trial", t.number)) for t in trials}) == 8
+
+
+def test_a_budget_too_small_to_fill_the_rungs_still_completes_its_best_trial(cli, tmp_path):
+    """3 trials at factor 3: rung 3 never holds 3 trials, so under the plain rule the trial that
+    reaches it pauses there for good and the study ends with no complete trial (no champion, `search
+    best` fails). Once the budget's trials have all started the best of each rung goes on: the best
+    trial reaches its last epoch from its checkpoints; the two others end paused."""
+    import optuna
+
+    proc = cli("start", "--study", str(RANKED_STUDY), "--trials", "3", "--workers", "1", "--pruner",
+               "asha:min=1,factor=3", "--no-retrain", cwd=tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 complete, 2 pruned (2 paused, never resumed)" in proc.stdout, proc.stdout
+    trials = optuna.load_study(study_name="ranked", storage=f"sqlite:///{tmp_path}/.search/optuna.db").trials
+    (complete,) = [t for t in trials if t.state.name == "COMPLETE"]
+    assert complete.params["x"] == min(t.params["x"] for t in trials)
+    assert sorted(complete.intermediate_values) == [1, 2, 3, 4]  # resumed at rung 1, then at rung 3
+    assert complete.user_attrs["resumed_from_epoch"] == 3
+    assert not list((tmp_path / ".search" / "checkpoints" / "ranked").glob("trial-*"))

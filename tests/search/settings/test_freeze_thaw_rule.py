@@ -44,6 +44,20 @@ def test_a_paused_trial_earns_its_resumption_as_the_rung_fills(maximize):
     assert to_resume(values, {0: 1, 1: 1}, 3, maximize) == 0
 
 
+@pytest.mark.parametrize("maximize", [False, True])
+def test_once_the_budget_has_started_the_best_of_each_rung_goes_on(maximize):
+    """With the budget's trials all started no rung fills any more: the best trial there goes on even
+    below ``factor`` trials (else a budget under factor**rungs ends with every trial paused), once."""
+    sign = -1 if maximize else 1
+    values = {0: {1: sign * 0.5, 3: sign * 0.4}, 1: {1: sign * 0.9}, 2: {1: sign * 0.7}}  # 0 went on at rung 1
+    assert to_resume(values, {0: 3, 1: 1, 2: 1}, 3, maximize) is None  # 1 at rung 3, 0 of rung 1's rest
+    assert to_resume(values, {0: 3, 1: 1, 2: 1}, 3, maximize, spent=True) == 0  # the highest rung's best
+    # Rung 1's quota (one) went to trial 0: the other two stay paused, spent or not.
+    assert to_resume(values, {1: 1, 2: 1}, 3, maximize, spent=True) is None
+    values = {1: {1: sign * 0.9}, 2: {1: sign * 0.7}}  # two trials, neither gone on
+    assert to_resume(values, {1: 1, 2: 1}, 3, maximize, spent=True) == 2
+
+
 def test_logical_values_merge_a_trials_attempts():
     class T:
         def __init__(self, number, values, failed_trial=None):
