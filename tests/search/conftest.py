@@ -23,6 +23,17 @@ SLEEP_STUDY = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+
+@pytest.fixture(autouse=True)
+def _no_outage_from_an_earlier_test():
+    """This process's outage clocks start clear: an outage another test of the same xdist process
+    caused (or its grace after it) would make this test's reaper skip its pass."""
+    from search.coordination import _resilience
+
+    for clock in (_resilience.OUTAGE, _resilience.TRACKING_OUTAGE, _resilience.ROW_LOCKS):
+        clock.since = clock.ended = None
+
+
 SEARCH_EPOCHS = 4
 BUDGET = 8
 CURVES: list[tuple[str, list[float], str]] = [
