@@ -114,6 +114,9 @@ class StudyWatch:
         engine = storage.create_engine(url)
         try:
             with engine.connect() as conn:
+                # Optuna creates its tables one by one: "studies" may stand before the others do.
+                if not sqlalchemy.inspect(conn).has_table("study_user_attributes"):
+                    return False
                 # Workers need the study's MLflow parent run, its last part to be created.
                 query = sqlalchemy.text(
                     "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
