@@ -7,7 +7,10 @@
 # to $OUT (default /tmp/gpu-checks).
 #
 #   bash benchmarks/gpu_checks.sh            # everything (about 5-6 minutes on an H200)
-#   SECTIONS=schedulers bash benchmarks/gpu_checks.sh   # one part: tests, bench, search, schedulers
+#   SECTIONS=schedulers bash benchmarks/gpu_checks.sh   # one part: tests, bench, search, schedulers, sampler
+#
+# `sampler` (not in the default set) times 40 trials of resmlp in bf16 with 4 workers on the GPU under
+# --sampler auto (the Gaussian process there) and under --sampler tpe, one run each.
 #
 # Where the machine cannot install the project, wheels of what its Python lacks may sit in .whl/
 # (optuna, mlflow, sqlalchemy, ...): they are installed into /tmp/site first.
@@ -65,5 +68,14 @@ wants schedulers && for s in asha pbt; do
   echo "exit ${PIPESTATUS[0]}, $(( $(date +%s) - S )) s"
   python3 -m search trials --study resmlp --project-dir /tmp/gpu-checks-$s 2>&1 | tee "$OUT/trials_$s.log" | tail -16
   python3 -m search best --study resmlp --project-dir /tmp/gpu-checks-$s 2>&1 | tail -4
+done
+wants sampler && for s in auto tpe; do
+  echo "== search start, resmlp, bf16, --sampler $s, 40 trials, 4 workers on the GPU"
+  S=$(date +%s)
+  timeout 150 python3 -m search start --study resmlp --trials 40 --workers 4 --workers-per-gpu 4 --sampler $s \
+    --study-option precision=bf16 --no-retrain --project-dir /tmp/gpu-checks-sampler-$s 2>&1 \
+    | tee "$OUT/search_sampler_$s.log" | grep -E "sampler:|trials finished|stopped early"
+  echo "exit ${PIPESTATUS[0]}, $(( $(date +%s) - S )) s"
+  python3 -m search best --study resmlp --project-dir /tmp/gpu-checks-sampler-$s 2>&1 | head -3
 done
 echo "== total $(( $(date +%s) - T0 )) s"

@@ -101,13 +101,14 @@ class Trace:
         return math.inf, math.inf
 
 
-def _study(problem: Problem, strategy: Strategy, seed: int) -> optuna.Study:
-    from search.settings import make_pruner, make_sampler
+def _study(problem: Problem, strategy: Strategy, seed: int, trials: int, workers: int) -> optuna.Study:
+    from search.settings import make_pruner, make_sampler, resolve_sampler
 
     if strategy.build is not None:
         return strategy.build(problem, seed)
+    sampler = resolve_sampler(strategy.sampler, trials, workers)[0]  # auto: as `search start` resolves it
     return optuna.create_study(
-        study_name=problem.name, sampler=make_sampler(strategy.sampler, seed),
+        study_name=problem.name, sampler=make_sampler(sampler, seed),
         pruner=make_pruner(strategy.pruner, problem.epochs),
     )  # fmt: skip
 
@@ -131,7 +132,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     from search.settings import epochs_since_best, pausing_spec, resolve_patience
 
     workers = 1 if strategy.sequential else workers
-    study = _study(problem, strategy, seed)
+    # auto's budget as `search start` counts it: with an epoch budget, a trial trains one epoch at least.
+    study = _study(problem, strategy, seed, max(trials, math.ceil(epochs_budget)), workers)
     patience = resolve_patience(strategy.patience, problem.epochs)
     pausing = pausing_spec(study.pruner)
     space = problem.space()

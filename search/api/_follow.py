@@ -9,13 +9,27 @@ from typing import TYPE_CHECKING, Any
 from search.coordination import resumable, study_finished
 
 if TYPE_CHECKING:
-    from search.coordination import Coordinator
+    from search.coordination import Coordinator, EarlyStop
 
 log = logging.getLogger(__name__)
 
 NOBODY_S = 10.0
 """How long a study without a running trial counts as trained by nobody (an idle worker elsewhere
 claims a queued trial within seconds)."""
+
+
+class Stopping:
+    """The follower, checking ``--timeout``, ``--stop-at`` and ``--epoch-budget`` each time it is called."""
+
+    def __init__(self, stop: EarlyStop, follower: Any) -> None:
+        self.stop, self.follower = stop, follower
+
+    def __call__(self) -> None:
+        self.stop()
+        self.follower()
+
+    def close(self) -> None:
+        self.follower.close()
 
 
 def follow_until_done(coordinator: Coordinator, follower: Any, poll: float = 2.0,

@@ -94,7 +94,8 @@ def reconcile(opts: StartOptions, stored: StudyRecord, budget: int) -> tuple[Sta
     values, lines = {}, []
     for setting in (f.name for f in fields(SearchSettings)):
         old, new = getattr(stored.settings, setting), getattr(opts.settings, setting)
-        if not asked(setting) or new == old:
+        # --sampler auto keeps a resumed study's sampler (its trials so far were drawn by it).
+        if not asked(setting) or new == old or (setting == "sampler" and new == "auto"):
             values[setting] = old
             continue
         flag = "--" + setting.replace("_", "-")

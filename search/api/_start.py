@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import storage
 from search.api._enqueue import check_configuration, enqueue
-from search.api._follow import NOBODY_S, follow_until_done
+from search.api._follow import NOBODY_S, Stopping, follow_until_done
 from search.api._objectives import with_folds, with_objectives
 from search.api._open import check_reachable, locations
 from search.api._options import LocalWorkers, StartOptions, check_flags, start_workers
@@ -50,6 +50,7 @@ from search.settings import (
     resolve_grid,
     study_ref,
     validate,
+    with_resolved_sampler,
 )
 from search.tracking import open_parent_run
 
@@ -70,10 +71,13 @@ class PreparedStudy:
     """Known configurations, checked against the space, to queue as the study is created or resumed."""
     points: tuple[dict[str, Any], ...] = ()
     """A grid search's points in the order they run; those not in the study yet are queued up to the budget."""
+    chose: str = ""
+    """The line saying which sampler ``--sampler auto`` chose for a new study, and why."""
 
 
-def prepare(opts: StartOptions) -> PreparedStudy:
-    """Validate everything that can be validated before anything is created."""
+def prepare(opts: StartOptions, workers: int | None = None) -> PreparedStudy:
+    """Validate everything that can be validated before anything is created; ``--sampler auto`` is
+    resolved for ``workers`` local workers (None: not known here)."""
     check_flags(opts)
     settings = opts.settings
     ref = study_ref(opts.study)
@@ -115,7 +119,8 @@ def prepare(opts: StartOptions) -> PreparedStudy:
                           "--epoch-budget's its epochs)")  # fmt: skip
     if len(known) > trials:
         raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {trials}")
-    return PreparedStudy(study, record, start_name(opts, study), trials, known)
+    record, chose = with_resolved_sampler(record, trials, workers)
+    return PreparedStudy(study, record, start_name(opts, study), trials, known, chose=chose)
 
 
 def _prepare_grid(opts: StartOptions, study: Study, record: StudyRecord) -> PreparedStudy:
@@ -180,7 +185,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
         loc = locations(kwargs, create=False)
         check_reachable(loc)
         opts, changes = resume_options(opts, loc)
-        prepared, warm = warm_start(loc, prepare(opts), opts.warm_start_from, opts.warm_start_top)
+        prepared, warm = warm_start(loc, prepare(opts, workers or None), opts.warm_start_from, opts.warm_start_top)
         if workers > 0:  # its trials train here: all of them would fail, and spend the budget
             check_trains_here(prepared.study)
         storage.ensure_project_dir(loc.project_dir)
@@ -208,7 +213,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     # every full pass of the collector would walk again (a few tenths of a second, often in the
     # study's last moments, when the summary reads every trial).
     gc.freeze()
-    print_start_header(coordinator, loc, created, quiet=opts.quiet)
+    print_start_header(coordinator, loc, created, quiet=opts.quiet, chose=prepared.chose)
     if opts.enqueue and not opts.quiet:
         n = len(opts.enqueue)
         print(f"  queued {n} known configuration{'s' * (n != 1)} to run first (--enqueue)", flush=True)
@@ -225,7 +230,7 @@ def run_start(opts: StartOptions, kwargs: dict[str, Any], debug: bool, local: Lo
     if stop.epoch_budget is not None and not opts.quiet:
         print(f"  epoch budget: no new trial once the trials have trained {stop.epoch_budget} epochs in all "
               "(--epoch-budget); running trials finish", flush=True)  # fmt: skip
-    follower = _Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
+    follower = Stopping(stop, make_follower(coordinator, opts.quiet, watch_hints(coordinator, loc)))
     follow = reaping(coordinator, loc, follower)  # the follower reaps dead trials (and ends their MLflow runs)
     try:
         if workers > 0:
@@ -268,20 +273,6 @@ def _finished_by(coordinator: Coordinator, pid: int, index: int) -> bool:
     worker = f"{socket.gethostname()}:{pid}:{index}"
     trials = coordinator.load().get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     return any(t.user_attrs.get("worker") == worker for t in trials)
-
-
-class _Stopping:
-    """The follower, checking ``--timeout``, ``--stop-at`` and ``--epoch-budget`` each time it is called."""
-
-    def __init__(self, stop: EarlyStop, follower: Any) -> None:
-        self.stop, self.follower = stop, follower
-
-    def __call__(self) -> None:
-        self.stop()
-        self.follower()
-
-    def close(self) -> None:
-        self.follower.close()
 
 
 def _announce(changes: list[str], quiet: bool) -> None:

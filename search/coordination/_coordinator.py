@@ -28,7 +28,7 @@ from search.coordination._reaper import RetryDeadTrial, reap_dead_trials
 from search.coordination._resilience import outage_limit, retrying
 from search.coordination._same_search import check_same_search
 from search.exceptions import StudyIncompleteError, StudyNotFoundError
-from search.settings import StudyRecord, make_pruner, make_sampler, pausing_spec
+from search.settings import StudyRecord, make_pruner, make_sampler, pausing_spec, with_resolved_sampler
 
 if TYPE_CHECKING:
     import optuna
@@ -103,8 +103,9 @@ class Coordinator:
         """Create the study, or resume it after checking that it is the same search (``points``: a grid's)."""
         import optuna
 
-        if self.exists():
-            old = self.read_record()
+        old = self.read_record() if self.exists() else None
+        record = with_resolved_sampler(record, budget, stored=old)[0]  # auto, if no caller resolved it
+        if old is not None:
             check_same_search(self.study_name, old, record)
             resumed = replace(old, settings=record.settings)
             study = self.load(resumed)

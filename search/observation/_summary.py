@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 LONG_TRIAL_S = 5.0
 
 
-def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, quiet: bool) -> None:
+def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, quiet: bool, chose: str = "") -> None:
+    """The lines a search starts with; ``chose``: what ``--sampler auto`` chose, and why."""
     import storage
 
     if quiet:
@@ -36,6 +37,8 @@ def print_start_header(coordinator: Coordinator, loc: Locations, created: bool, 
     record = coordinator.read_record()
     settings = record.settings
     print(f"  strategy: {describe(settings.sampler, settings.pruner)}", flush=True)
+    if chose:
+        print(f"  {chose}", flush=True)
     if record.folds:
         print(f"  folds: {record.folds}; a trial fits each in turn ({record.search_epochs} epochs each), its value "
               f"the mean of theirs{_fold_pruning(settings.pruner, record.folds)}", flush=True)  # fmt: skip

@@ -6,7 +6,9 @@ from search.settings._algorithms import (
     make_sampler,
     parse_pruner,
     parse_sampler,
+    resolve_sampler,
     validate,
+    with_resolved_sampler,
 )
 from search.settings._catalog import load_study, params_dict, parse_options, study_ref
 from search.settings._freeze_thaw import PAUSED_AT_ATTR, PAUSED_EVICTED_ATTR
@@ -133,6 +135,8 @@ __all__ = [
     "parse_options",
     "parse_pruner",
     "parse_sampler",
+    "resolve_sampler",
+    "with_resolved_sampler",
     "parse_duration",
     "parse_epoch_budget",
     "parse_patience",

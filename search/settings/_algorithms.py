@@ -9,6 +9,7 @@ options a spec names are the ones the built object gets.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from optuna.pruners import BasePruner
     from optuna.samplers import BaseSampler
 
+    from search.settings._record import StudyRecord
     from search.settings._spec import AlgorithmSpec, PrunerSpec, SamplerSpec
 
 
@@ -44,6 +46,32 @@ def parse_pruner(text: str) -> PrunerSpec:
 
 def make_sampler(spec: str, seed: int | None) -> BaseSampler:
     return parse_sampler(spec).build(seed)
+
+
+def resolve_sampler(spec: str, trials: int, workers: int | None, objectives: int = 1,
+                    folds: int = 0) -> tuple[str, str]:  # fmt: skip
+    """``spec`` with ``auto`` resolved (``samplers/_auto.py``) for a new study of ``trials`` trials by
+    ``workers`` workers (None: not known), and the line ``search start`` prints ("" for another spec)."""
+    from search.settings.samplers._auto import Auto, auto_line
+
+    parsed = parse_sampler(spec)
+    if not isinstance(parsed, Auto):
+        return spec, ""
+    chosen, why = parsed.resolve(trials, workers, objectives, folds)
+    return chosen, auto_line(chosen, why)
+
+
+def with_resolved_sampler(record: StudyRecord, trials: int, workers: int | None = None,
+                          stored: StudyRecord | None = None) -> tuple[StudyRecord, str]:  # fmt: skip
+    """``record`` with ``--sampler auto`` resolved, and the line saying what it chose ("" if nothing):
+    for a new study, by its ``trials`` and ``workers`` (None: not known); a resumed one (``stored``)
+    keeps its sampler, which drew its trials so far."""
+    chosen, line = record.settings.sampler, ""
+    if stored is None:
+        chosen, line = resolve_sampler(chosen, trials, workers, len(record.goals()), record.folds)
+    elif chosen == "auto":
+        chosen = stored.settings.sampler
+    return replace(record, settings=replace(record.settings, sampler=chosen)), line
 
 
 def make_pruner(spec: str, max_epochs: int) -> BasePruner:

@@ -205,3 +205,15 @@ def test_patience_with_spare_lets_the_trials_in_contention_run_to_their_end():
     xs = [c[0] - 1.0 for c in trace.curves]
     for n in range(1, 6):  # the trial ran to its end exactly when it was at least as good as the worst complete one
         assert lengths[n] == (6 if xs[n] <= max(xs[:n]) else 4)
+
+
+def test_auto_samples_as_search_start_resolves_it():
+    """The benchmarks' ``default`` is ``--sampler auto``: gp at 24 trials with 2 workers, tpe with 8
+    (both sample at random until 10 trials are complete: with 8 workers, 16 are by trial 17)."""
+
+    def curves(sampler: str, workers: int) -> list:
+        trace = simulate(Toy(), Strategy(sampler, sampler, "none"), workers=workers, seed=0, trials=24)
+        return [list(c) for c in trace.curves]
+
+    assert curves("auto", 2) == curves("gp", 2) != curves("tpe", 2)
+    assert curves("auto", 8) == curves("tpe", 8) != curves("gp", 8)

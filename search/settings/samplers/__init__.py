@@ -3,6 +3,7 @@
 from search.settings._spec import SamplerSpec, registry
 
 SAMPLERS: dict[str, type[SamplerSpec]] = registry(__name__, (
+    "_auto:Auto",
     "_tpe:Tpe",
     "_gp:Gp",
     "_nsga2:Nsga2",

@@ -23,7 +23,7 @@ def _assert_one_line_error(proc, fragment: str) -> None:
     [
         (["--trials", "0"], "--trials must be a positive number"),
         (["--trials", "-3"], "--trials must be a positive number"),
-        (["--trials", "5", "--sampler", "hyperopt"], "unknown sampler 'hyperopt'; choose one of: tpe"),
+        (["--trials", "5", "--sampler", "hyperopt"], "unknown sampler 'hyperopt'; choose one of: auto, tpe"),
         (["--trials", "5", "--pruner", "threshold"], "unknown pruner 'threshold'"),
         (["--trials", "5", "--pruner", "wilcoxon"], "wilcoxon compares a trial's folds with the best trial's"),
         (["--trials", "5", "--pruner", "median:startup=x"], "bad value 'x' for pruner option median:startup"),

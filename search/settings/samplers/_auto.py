@@ -1,0 +1,49 @@
+"""``--sampler auto``, the default: the sampler a search's budget and workers were measured best with.
+
+It is resolved once, as a study is created (:meth:`Auto.resolve`), and the study stores the sampler
+it chose: its workers build that one, and resuming keeps it (its trials so far were drawn by it).
+The rule comes from ``benchmarks/at_trials.py`` and ``bench_search.py service`` (docs/search-strategy.md):
+the Gaussian process (``gp``) ahead of the seeds' script with 1 to 4 workers at 40 and 100 trials,
+behind it with 8 workers; TPE beyond, where a Gaussian process's suggestions also slow as trials grow.
+"""
+
+from __future__ import annotations
+
+from search.exceptions import SearchError
+from search.settings._spec import SamplerSpec
+
+GP_MAX_TRIALS = 100
+"""The largest trial budget at which ``auto`` picks the Gaussian process."""
+GP_MAX_WORKERS = 4
+"""The most workers at which ``auto`` picks the Gaussian process."""
+
+
+class Auto(SamplerSpec):
+    name = "auto"
+
+    def resolve(self, trials: int, workers: int | None, objectives: int = 1, folds: int = 0) -> tuple[str, str]:
+        """The sampler spec to store, and why, for a search of ``trials`` trials by ``workers``
+        workers (None: not known here, e.g. ``--workers 0`` and workers that join from other nodes)."""
+        if objectives > 1:
+            return "tpe", f"{objectives} objectives (the Gaussian process was measured on one)"
+        if folds:
+            return "tpe", "a k-fold study (the Gaussian process was measured on per-epoch curves)"
+        if trials > GP_MAX_TRIALS:
+            return "tpe", f"a budget of {trials} trials, more than {GP_MAX_TRIALS}"
+        if workers is None:
+            return "tpe", "no local workers: how many join is not known here"
+        if workers > GP_MAX_WORKERS:
+            return "tpe", f"{workers} workers are more than {GP_MAX_WORKERS}"
+        return "gp", f"{trials} trials with {workers} worker{'s' * (workers != 1)}"
+
+    def build(self, seed: int | None) -> None:  # type: ignore[override]
+        raise SearchError("--sampler auto is resolved as a study is created; this study stored it unresolved")
+
+    def describe(self) -> str:
+        return (f"auto: the Gaussian process (gp) for at most {GP_MAX_TRIALS} trials and {GP_MAX_WORKERS} "
+                "workers, else TPE")  # fmt: skip
+
+
+def auto_line(spec: str, why: str) -> str:
+    """The line ``search start`` prints for what ``auto`` chose."""
+    return f"sampler: {spec}, chosen by --sampler auto for {why} (give --sampler to choose another)"
