@@ -29,7 +29,7 @@ class Auto(SamplerSpec):
         if folds:
             return "tpe", "a k-fold study (the Gaussian process was measured on per-epoch curves)"
         if trials > GP_MAX_TRIALS:
-            return "tpe", f"a budget of {trials} trials, more than {GP_MAX_TRIALS}"
+            return "tpe", f"a budget of up to {trials} trials, more than {GP_MAX_TRIALS}"
         if workers is None:
             return "tpe", "no local workers: how many join is not known here"
         if workers > GP_MAX_WORKERS:
