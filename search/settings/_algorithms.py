@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from search.exceptions import SearchError
 from search.settings.pruners import PRUNERS
 from search.settings.samplers import SAMPLERS
+from search.settings.samplers._auto import Auto, auto_line
 
 if TYPE_CHECKING:
     from optuna.pruners import BasePruner
@@ -52,8 +53,6 @@ def resolve_sampler(spec: str, trials: int, workers: int | None, objectives: int
                     folds: int = 0) -> tuple[str, str]:  # fmt: skip
     """``spec`` with ``auto`` resolved (``samplers/_auto.py``) for a new study of ``trials`` trials by
     ``workers`` workers (None: not known), and the line ``search start`` prints ("" for another spec)."""
-    from search.settings.samplers._auto import Auto, auto_line
-
     parsed = parse_sampler(spec)
     if not isinstance(parsed, Auto):
         return spec, ""

@@ -93,6 +93,30 @@ def fresh_database(admin_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+def study_ready(url: str, name: str) -> bool:
+    """Whether study ``name`` at ``url`` is ready for workers: its MLflow parent run, the last part
+    ``search start`` creates, is recorded. Reads SQL directly, so creates nothing."""
+    import sqlalchemy
+
+    import storage
+
+    if not storage.has_optuna_tables(url):
+        return False
+    engine = storage.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            # Optuna creates its tables one by one: "studies" may stand before the others do.
+            if not sqlalchemy.inspect(conn).has_table("study_user_attributes"):
+                return False
+            query = sqlalchemy.text(
+                "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
+                "WHERE s.study_name = :n AND a.key = 'hpsearch.mlflow_parent_run_id'"
+            )
+            return bool(conn.execute(query, {"n": name}).scalar())
+    finally:
+        engine.dispose()
+
+
 class StudyWatch:
     """Reads a study that a background ``search start`` creates, once it is ready for workers."""
 
@@ -100,31 +124,9 @@ class StudyWatch:
         import storage
 
         self.name = name
-        wait_for(lambda: self._ready(url), timeout, f"study {name!r} to be created")
+        wait_for(lambda: study_ready(url, name), timeout, f"study {name!r} to be created")
         self.storage = storage.open_optuna_storage(url)
         self.study_id = self.storage.get_study_id_from_name(name)
-
-    def _ready(self, url: str) -> bool:
-        import sqlalchemy
-
-        import storage
-
-        if not storage.has_optuna_tables(url):
-            return False
-        engine = storage.create_engine(url)
-        try:
-            with engine.connect() as conn:
-                # Optuna creates its tables one by one: "studies" may stand before the others do.
-                if not sqlalchemy.inspect(conn).has_table("study_user_attributes"):
-                    return False
-                # Workers need the study's MLflow parent run, its last part to be created.
-                query = sqlalchemy.text(
-                    "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
-                    "WHERE s.study_name = :n AND a.key = 'hpsearch.mlflow_parent_run_id'"
-                )
-                return bool(conn.execute(query, {"n": self.name}).scalar())
-        finally:
-            engine.dispose()
 
     def trials(self) -> list[Any]:
         return self.storage.get_all_trials(self.study_id)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from search_helpers import study_ready
 
 ROOT = Path(__file__).resolve().parents[3]
 SLEEP_STUDY = ROOT / "benchmarks" / "studies" / "sleep_study.py"
@@ -184,25 +185,6 @@ def _trials(url: str, name: str) -> list[Any]:
         optuna_storage.engine.dispose()
 
 
-def _study_ready(url: str, name: str) -> bool:
-    import sqlalchemy
-
-    import storage
-
-    if not storage.has_optuna_tables(url):
-        return False
-    engine = storage.create_engine(url)
-    try:
-        with engine.connect() as conn:  # workers need the study's MLflow parent run, created last
-            query = sqlalchemy.text(
-                "SELECT count(*) FROM studies s JOIN study_user_attributes a ON a.study_id = s.study_id "
-                "WHERE s.study_name = :n AND a.key = 'hpsearch.mlflow_parent_run_id'"
-            )
-            return bool(conn.execute(query, {"n": name}).scalar())
-    finally:
-        engine.dispose()
-
-
 def _logical(trial: Any) -> int:
     return int(trial.system_attrs.get("failed_trial", trial.number))
 
@@ -232,7 +214,7 @@ def test_a_worker_cut_off_from_postgres_loses_its_trial_to_a_retry_and_writes_no
                       tmp_path, logs / "start.log")  # fmt: skip
     processes = [follower]
     try:
-        _wait_for(lambda: _study_ready(pg_url, name), 120, "the study to be created")
+        _wait_for(lambda: study_ready(pg_url, name), 120, "the study to be created")
         remote = _spawn(["worker", "--name", name, "--storage", remote_node.url, "--project-dir", str(project)],
                         tmp_path, logs / "remote.log", namespace=remote_node.namespace)  # fmt: skip
         processes.append(remote)
