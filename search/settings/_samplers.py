@@ -94,3 +94,37 @@ class QueuedOnly(BaseSampler):
             f"grid search: trial {trial.number} has no grid value for parameter {param_name!r} (the grid holds the "
             "parameters the study suggests for every configuration, not one it suggests only for some)"
         )
+
+
+class HandOff(BaseSampler):
+    """``first`` draws the study's trials numbered below ``until``, ``then`` draws the rest.
+
+    The choice is the trial's number, so it is the same in every worker and for every parameter of
+    a trial. ``--sampler gp:until=N`` uses it: the Gaussian process where it was measured ahead
+    (the first trials), TPE beyond, where a Gaussian process's suggestions slow as trials grow.
+    """
+
+    def __init__(self, first: BaseSampler, then: BaseSampler, until: int) -> None:
+        self.first, self.then, self.until = first, then, until
+
+    def _of(self, trial: Any) -> BaseSampler:
+        return self.first if trial.number < self.until else self.then
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        self._of(trial).before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+        return self._of(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+        return self._of(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+        return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._of(trial).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.first.reseed_rng()
+        self.then.reseed_rng()
