@@ -603,7 +603,7 @@ def _check_strategies(parser: argparse.ArgumentParser, args: argparse.Namespace)
     for name, strategy in chosen.items():
         if strategy.build is None:
             try:
-                make_sampler(resolve_sampler(strategy.sampler, 1, 1)[0], 0)
+                make_sampler(resolve_sampler(strategy.sampler, 1)[0], 0)
                 make_pruner(strategy.pruner, SurrogateProblem.epochs)
             except Exception as exc:  # noqa: BLE001 - whatever the spec parser says, in one line
                 parser.error(f"bad strategy {name!r}: {exc}")

@@ -101,12 +101,12 @@ class Trace:
         return math.inf, math.inf
 
 
-def _study(problem: Problem, strategy: Strategy, seed: int, trials: int, workers: int) -> optuna.Study:
+def _study(problem: Problem, strategy: Strategy, seed: int, workers: int) -> optuna.Study:
     from search.settings import make_pruner, make_sampler, resolve_sampler
 
     if strategy.build is not None:
         return strategy.build(problem, seed)
-    sampler = resolve_sampler(strategy.sampler, trials, workers)[0]  # auto: as `search start` resolves it
+    sampler = resolve_sampler(strategy.sampler, workers)[0]  # auto: as `search start` resolves it
     return optuna.create_study(
         study_name=problem.name, sampler=make_sampler(sampler, seed),
         pruner=make_pruner(strategy.pruner, problem.epochs),
@@ -133,7 +133,7 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
 
     workers = 1 if strategy.sequential else workers
     # auto's budget as `search start` counts it: with an epoch budget, a trial trains one epoch at least.
-    study = _study(problem, strategy, seed, max(trials, math.ceil(epochs_budget)), workers)
+    study = _study(problem, strategy, seed, workers)
     patience = resolve_patience(strategy.patience, problem.epochs)
     pausing = pausing_spec(study.pruner)
     space = problem.space()

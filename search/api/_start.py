@@ -119,7 +119,7 @@ def prepare(opts: StartOptions, workers: int | None = None) -> PreparedStudy:
                           "--epoch-budget's its epochs)")  # fmt: skip
     if len(known) > trials:
         raise SearchError(f"--enqueue has {len(known)} configurations, more than --trials {trials}")
-    record, chose = with_resolved_sampler(record, trials, workers)
+    record, chose = with_resolved_sampler(record, workers)
     return PreparedStudy(study, record, start_name(opts, study), trials, known, chose=chose)
 
 

@@ -27,10 +27,11 @@ _defaults = SearchSettings()
 
 _settings_options = stack(
     option("--sampler", default=_defaults.sampler,
-           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5; auto: gp for at most 100 trials and 4 "
-                "local workers, else tpe (a resumed study keeps its sampler); TPE's model reads at most 1000 "
-                "finished trials, the best tenth and the latest (tpe:window=N; 0: all); grid runs each point of the "
-                "declared space once (--grid) (docs/search-strategy.md)."),
+           help=f"{' | '.join(SAMPLERS)}, with options like tpe:startup=5; auto: with 1 to 4 local workers "
+                "gp:until=100 (the Gaussian process for the first 100 trials, then tpe), else tpe (a resumed study "
+                "keeps its sampler); TPE's model reads at most 1000 finished trials, the best tenth and the latest "
+                "(tpe:window=N; 0: all); grid runs each point of the declared space once (--grid) "
+                "(docs/search-strategy.md)."),
     option("--pruner", default=_defaults.pruner,
            help=f"{' | '.join(PRUNERS)}, with options like median:startup=2,warmup=1; "
                 "warmup=auto prunes from the first epoch that ranks the study's complete trials."),

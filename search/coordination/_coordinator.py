@@ -104,7 +104,7 @@ class Coordinator:
         import optuna
 
         old = self.read_record() if self.exists() else None
-        record = with_resolved_sampler(record, budget, stored=old)[0]  # auto, if no caller resolved it
+        record = with_resolved_sampler(record, stored=old)[0]  # auto, if no caller resolved it
         if old is not None:
             check_same_search(self.study_name, old, record)
             resumed = replace(old, settings=record.settings)

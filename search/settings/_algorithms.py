@@ -49,25 +49,24 @@ def make_sampler(spec: str, seed: int | None) -> BaseSampler:
     return parse_sampler(spec).build(seed)
 
 
-def resolve_sampler(spec: str, trials: int, workers: int | None, objectives: int = 1,
-                    folds: int = 0) -> tuple[str, str]:  # fmt: skip
-    """``spec`` with ``auto`` resolved (``samplers/_auto.py``) for a new study of ``trials`` trials by
-    ``workers`` workers (None: not known), and the line ``search start`` prints ("" for another spec)."""
+def resolve_sampler(spec: str, workers: int | None, objectives: int = 1, folds: int = 0) -> tuple[str, str]:
+    """``spec`` with ``auto`` resolved (``samplers/_auto.py``) for a new study searched by ``workers``
+    workers (None: not known), and the line ``search start`` prints ("" for another spec)."""
     parsed = parse_sampler(spec)
     if not isinstance(parsed, Auto):
         return spec, ""
-    chosen, why = parsed.resolve(trials, workers, objectives, folds)
+    chosen, why = parsed.resolve(workers, objectives, folds)
     return chosen, auto_line(chosen, why)
 
 
-def with_resolved_sampler(record: StudyRecord, trials: int, workers: int | None = None,
+def with_resolved_sampler(record: StudyRecord, workers: int | None = None,
                           stored: StudyRecord | None = None) -> tuple[StudyRecord, str]:  # fmt: skip
     """``record`` with ``--sampler auto`` resolved, and the line saying what it chose ("" if nothing):
-    for a new study, by its ``trials`` and ``workers`` (None: not known); a resumed one (``stored``)
-    keeps its sampler, which drew its trials so far."""
+    for a new study, by its ``workers`` (None: not known); a resumed one (``stored``) keeps its
+    sampler, which drew its trials so far."""
     chosen, line = record.settings.sampler, ""
     if stored is None:
-        chosen, line = resolve_sampler(chosen, trials, workers, len(record.goals()), record.folds)
+        chosen, line = resolve_sampler(chosen, workers, len(record.goals()), record.folds)
     elif chosen == "auto":
         chosen = stored.settings.sampler
     return replace(record, settings=replace(record.settings, sampler=chosen)), line

@@ -21,7 +21,7 @@ class SearchSettings:
 
     sampler: str = "auto"
     """Sampler spec, e.g. ``tpe`` or ``tpe:startup=5`` (see :mod:`search.settings._algorithms`);
-    ``auto`` is resolved as a study is created, by its budget and workers (``samplers/_auto.py``).
+    ``auto`` is resolved as a study is created, by its workers (``samplers/_auto.py``).
     The defaults come from ``benchmarks/bench_search.py`` (docs/search-strategy.md)."""
     pruner: str = "median:warmup=auto"
     """Pruner spec, e.g. ``median:warmup=2``; the default prunes from the first epoch whose values

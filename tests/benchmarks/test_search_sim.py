@@ -208,12 +208,16 @@ def test_patience_with_spare_lets_the_trials_in_contention_run_to_their_end():
 
 
 def test_auto_samples_as_search_start_resolves_it():
-    """The benchmarks' ``default`` is ``--sampler auto``: gp at 24 trials with 2 workers, tpe with 8
+    """The benchmarks' ``default`` is ``--sampler auto``: ``gp:until=100`` with 2 workers, tpe with 8
     (both sample at random until 10 trials are complete: with 8 workers, 16 are by trial 17)."""
 
     def curves(sampler: str, workers: int) -> list:
         trace = simulate(Toy(), Strategy(sampler, sampler, "none"), workers=workers, seed=0, trials=24)
         return [list(c) for c in trace.curves]
 
+    # auto resolves to gp:until=100; a Toy run of 24 trials is gp's alone, as a hand-off at 14 is gp's
+    # up to there and its own after.
     assert curves("auto", 2) == curves("gp", 2) != curves("tpe", 2)
+    handed = curves("gp:until=14", 2)
+    assert handed[:14] == curves("gp", 2)[:14] and handed != curves("gp", 2)
     assert curves("auto", 8) == curves("tpe", 8) != curves("gp", 8)

@@ -81,13 +81,15 @@ def test_resume_with_a_new_sampler_and_retries_applies_them_and_says_so(cli, res
 
 
 @pytest.mark.slow
-def test_the_default_sampler_is_chosen_by_budget_and_workers_and_kept_on_resume(cli, tmp_path):
+def test_the_default_sampler_is_chosen_by_workers_and_kept_on_resume(cli, tmp_path):
     proc = cli("start", *QUICK, "--trials", "2", cwd=tmp_path, check=True)
-    assert "sampler: gp, chosen by --sampler auto for 2 trials with 1 worker" in proc.stdout
-    assert _record(tmp_path)["spec"]["settings"]["sampler"] == "gp"  # what workers build, and resuming keeps
+    assert "sampler: gp:until=100, chosen by --sampler auto for 1 worker" in proc.stdout
+    assert "Gaussian process (10 random trials first, pruned trials read as the worst complete one; TPE from " \
+           "trial 100 on)" in proc.stdout  # fmt: skip
+    assert _record(tmp_path)["spec"]["settings"]["sampler"] == "gp:until=100"  # what workers build, resuming keeps
     proc = cli("start", *QUICK, "--trials", "3", "--sampler", "auto", cwd=tmp_path, check=True)
     assert "--sampler auto" not in proc.stdout and "changed --sampler" not in proc.stdout
-    assert _record(tmp_path)["spec"]["settings"]["sampler"] == "gp" and _record(tmp_path)["trials"] == 3
+    assert _record(tmp_path)["spec"]["settings"]["sampler"] == "gp:until=100" and _record(tmp_path)["trials"] == 3
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""``--sampler auto`` (the default): resolved once, as a study is created, by its budget and workers."""
+"""``--sampler auto`` (the default): resolved once, as a study is created, by its workers."""
 
 from __future__ import annotations
 
@@ -15,28 +15,26 @@ RECORD = StudyRecord(study_ref="none", metric="val_loss", direction="minimize", 
 
 
 @pytest.mark.parametrize(
-    ("trials", "workers", "objectives", "folds", "chosen", "why"),
+    ("workers", "objectives", "folds", "chosen", "why"),
     [
-        (40, 2, 1, 0, "gp", "40 trials with 2 workers"),
-        (100, 1, 1, 0, "gp", "100 trials with 1 worker"),
-        (40, 4, 1, 0, "gp", "40 trials with 4 workers"),
-        (101, 1, 1, 0, "tpe", "a budget of up to 101 trials, more than 100"),
-        (40, 5, 1, 0, "tpe", "5 workers are more than 4"),
-        (40, None, 1, 0, "tpe", "no local workers"),
-        (40, 2, 2, 0, "tpe", "2 objectives"),
-        (40, 2, 1, 5, "tpe", "a k-fold study"),
+        (2, 1, 0, "gp:until=100", "2 workers"),
+        (1, 1, 0, "gp:until=100", "1 worker"),
+        (4, 1, 0, "gp:until=100", "4 workers"),
+        (5, 1, 0, "tpe", "5 workers are more than 4"),
+        (None, 1, 0, "tpe", "no local workers"),
+        (2, 2, 0, "tpe", "2 objectives"),
+        (2, 1, 5, "tpe", "a k-fold study"),
     ],
 )
-def test_auto_picks_the_gaussian_process_for_small_budgets_and_few_workers(trials, workers, objectives, folds,
-                                                                          chosen, why):  # fmt: skip
-    spec, line = resolve_sampler("auto", trials, workers, objectives, folds)
+def test_auto_picks_the_gaussian_process_then_tpe_for_few_workers(workers, objectives, folds, chosen, why):
+    spec, line = resolve_sampler("auto", workers, objectives, folds)
     assert spec == chosen
     assert line.startswith(f"sampler: {chosen}, chosen by --sampler auto for {why}")
 
 
 def test_a_given_sampler_is_kept_as_given():
-    assert resolve_sampler("tpe:startup=5", 40, 2) == ("tpe:startup=5", "")
-    assert resolve_sampler("gp", 1000, 32) == ("gp", "")
+    assert resolve_sampler("tpe:startup=5", 2) == ("tpe:startup=5", "")
+    assert resolve_sampler("gp", 32) == ("gp", "")
 
 
 def test_auto_is_never_built_unresolved():
@@ -46,10 +44,10 @@ def test_auto_is_never_built_unresolved():
 
 def test_a_resumed_study_keeps_the_sampler_auto_chose_and_a_given_one_applies():
     stored = replace(RECORD, settings=replace(RECORD.settings, sampler="gp"))
-    kept, line = with_resolved_sampler(RECORD, 500, 32, stored=stored)
+    kept, line = with_resolved_sampler(RECORD, 32, stored=stored)
     assert kept.settings.sampler == "gp" and line == ""
     given = replace(RECORD, settings=replace(RECORD.settings, sampler="random"))
-    assert with_resolved_sampler(given, 40, 1, stored=stored)[0].settings.sampler == "random"
+    assert with_resolved_sampler(given, 1, stored=stored)[0].settings.sampler == "random"
 
 
 def test_a_study_created_without_a_resolved_sampler_stores_tpe_and_resumes_with_it(tmp_path):
