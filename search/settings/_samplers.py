@@ -11,7 +11,29 @@ _KEPT = 1000
 """Trials whose choice is remembered at most: one told by another process never reaches ``after_trial`` here."""
 
 
-class ByConcurrency(BaseSampler):
+class PerTrial(BaseSampler):
+    """Hands each trial, every call about it, to the sampler :meth:`_of` picks for it."""
+
+    def _of(self, trial: Any) -> BaseSampler:
+        raise NotImplementedError
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        self._of(trial).before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+        return self._of(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+        return self._of(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+        return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._of(trial).after_trial(study, trial, state, values)
+
+
+class ByConcurrency(PerTrial):
     """``alone`` for a trial that starts while no other trial of the study runs, ``together`` for the
     study's first trial and beside running ones.
 
@@ -57,15 +79,6 @@ class ByConcurrency(BaseSampler):
         self._chosen[trial_id(trial)] = sampler
         sampler.before_trial(study, trial)
 
-    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-        return self._of(trial).infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-        return self._of(trial).sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-        return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
-
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
         from storage import trial_id
 
@@ -96,7 +109,7 @@ class QueuedOnly(BaseSampler):
         )
 
 
-class HandOff(BaseSampler):
+class HandOff(PerTrial):
     """``first`` draws the study's trials numbered below ``until``, ``then`` draws the rest.
 
     The choice is the trial's number, so it is the same in every worker and for every parameter of
@@ -109,21 +122,6 @@ class HandOff(BaseSampler):
 
     def _of(self, trial: Any) -> BaseSampler:
         return self.first if trial.number < self.until else self.then
-
-    def before_trial(self, study: Any, trial: Any) -> None:
-        self._of(trial).before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-        return self._of(trial).infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-        return self._of(trial).sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-        return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        self._of(trial).after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
         self.first.reseed_rng()
