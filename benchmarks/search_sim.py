@@ -132,7 +132,6 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     from search.settings import epochs_since_best, pausing_spec, resolve_patience
 
     workers = 1 if strategy.sequential else workers
-    # auto's budget as `search start` counts it: with an epoch budget, a trial trains one epoch at least.
     study = _study(problem, strategy, seed, workers)
     patience = resolve_patience(strategy.patience, problem.epochs)
     pausing = pausing_spec(study.pruner)

@@ -6,7 +6,7 @@ The rule comes from ``benchmarks/at_trials.py``, ``bench_search.py simulate`` an
 service`` (docs/search-strategy.md): the Gaussian process (``gp``) ahead of the seeds' script with 1
 to 4 workers at 40 and 100 trials, behind it with 8 workers; handing the trials after the first 100
 to TPE (``gp:until=100``), where a Gaussian process's suggestions slow as trials grow, kept that lead
-with one worker at 20, 50 and 126 FTE. The hand-off is by trial number, so a study resumed to a
+with one and two workers at 20, 50 and 126 FTE. The hand-off is by trial number, so a study resumed to a
 larger budget hands off too, whatever budget it was created with.
 """
 
