@@ -30,11 +30,19 @@ log = logging.getLogger(__name__)
 
 def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
     """The metric of every epoch: a resumed attempt's history lacks those before its checkpoint
-    (all of them when it resumed after the last epoch), but its trial carries their reports."""
+    (all of them when it resumed after the last epoch), but its trial carries their reports.
+
+    A checkpoint is written before its epoch is reported, so an attempt stopped between the two
+    leaves that epoch unreported: its value is read from the checkpoint and reported here."""
     if not result.resumed_from_epoch:
         return list(result.history)
-    frozen = retrying(lambda: ctx.coordinator.storage.get_trial(trial_id(trial)), f"reading trial {trial.number}")
-    return [*result.history, *({ctx.record.metric: v} for v in frozen.intermediate_values.values())]
+    storage, tid = ctx.coordinator.storage, trial_id(trial)
+    reported = dict(retrying(lambda: storage.get_trial(tid), f"reading trial {trial.number}").intermediate_values)
+    epoch, value = result.resumed_from_epoch, result.resumed_metrics.get(ctx.record.metric)
+    if epoch not in reported and value is not None:
+        retrying(lambda: storage.set_trial_intermediate_value(tid, epoch, value), f"reporting epoch {epoch}")
+        reported[epoch] = value
+    return [*result.history, *({ctx.record.metric: v} for v in reported.values())]
 
 
 def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,

@@ -43,12 +43,13 @@ def test_ctrl_c_leaves_nothing_running_and_the_same_command_resumes(pg_url, tmp_
     trials = watch.trials()
     assert_exact_budget(trials, 2)
     # The trial seen at epoch 2 may finish before the signal lands under load: follow the interrupted
-    # trial that trained furthest, which resumes from its checkpoint rather than from epoch 0.
+    # trial that trained furthest, which resumes from its checkpoint rather than from epoch 0. Its
+    # checkpoint may hold one epoch more than it reported: one is written before its epoch's report.
     furthest = max(interrupted, key=lambda t: max(t.intermediate_values, default=0))
     reached = max(furthest.intermediate_values, default=0)
     assert reached >= 1, f"no interrupted trial had trained an epoch (trial {advanced.number} was at 2)"
     [resumed] = [t for t in trials if t.system_attrs.get("failed_trial") == furthest.number]
-    assert resumed.state.name == "COMPLETE" and 1 <= resumed.user_attrs["resumed_from_epoch"] <= reached
+    assert resumed.state.name == "COMPLETE" and 1 <= resumed.user_attrs["resumed_from_epoch"] <= reached + 1
 
 
 @pytest.mark.postgres
