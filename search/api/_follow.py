@@ -91,7 +91,7 @@ def follow_view(coordinator: Coordinator, follower: Any, interval: float = 1.0,
 
 
 def _unresumed(coordinator: Coordinator, waited: float) -> str:
-    found = resumable(coordinator, coordinator.load())
+    found = resumable(coordinator, coordinator.load(), spent=True)
     trial = "a paused trial"
     if found is not None:
         trial = f"trial {_logical(coordinator, found[0])} (paused at epoch {found[1]})"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None, spent: bool = False) -> int | None:
+def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None, *, spent: bool) -> int | None:
     """Under the study lock, with a pruner that pauses (freeze-thaw): queue and take the
     continuation of the paused trial its rule resumes now, if any (``spent``: the budget's trials
     have all started); its id.
@@ -34,7 +34,7 @@ def resume_paused(coordinator: Any, study: optuna.Study, conn: Connection | None
     attempt last in ``retry_history``), spending none of ``--max-retries``, and names the
     attempt it resumes in ``resumed_from``; it goes on from the checkpoint kept at the pause.
     """
-    found = resumable(coordinator, study, conn, spent)
+    found = resumable(coordinator, study, conn, spent=spent)
     if found is None:
         return None
     paused_id, at = found
@@ -58,8 +58,8 @@ def pop_retry(coordinator: Any, conn: Connection | None, study_id: int) -> int |
         return st.pop_waiting_trial(own, study_id, retries_only=True)
 
 
-def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None,
-              spent: bool = True) -> tuple[int, int] | None:  # fmt: skip
+def resumable(coordinator: Any, study: optuna.Study, conn: Connection | None = None, *,
+              spent: bool) -> tuple[int, int] | None:  # fmt: skip
     """The paused attempt (its id and epoch) that its pruner's rule resumes now, if the study's
     pruner pauses; None if it does not, or no paused trial has earned it (or can resume here), or
     the search ended early (``--timeout``, ``--stop-at``, ``--epoch-budget``: the paused trials then
@@ -88,7 +88,7 @@ def study_finished(coordinator: Any, study: optuna.Study | None = None) -> bool:
     if not coordinator.counts().done(coordinator.budget()):
         return False
     study = study or coordinator.load()
-    return retrying(lambda: resumable(coordinator, study), "looking for paused trials") is None
+    return retrying(lambda: resumable(coordinator, study, spent=True), "looking for paused trials") is None
 
 
 def queue_continuation(

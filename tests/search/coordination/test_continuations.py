@@ -134,10 +134,10 @@ def test_no_paused_trial_resumes_once_the_search_ended_early(tmp_path):
     coordinator, _, record = _earned_resumption(tmp_path, budget=8)
     coordinator.can_resume = lambda number: True
     study = coordinator.load()
-    assert resumable(coordinator, study) is not None  # before the stop: a worker would resume it
+    assert resumable(coordinator, study, spent=True) is not None  # before the stop: a worker would resume it
     stop_new_trials(coordinator, "--timeout 1 s passed")
-    assert resumable(coordinator, study) is None and study_finished(coordinator, study)
+    assert resumable(coordinator, study, spent=True) is None and study_finished(coordinator, study)
     trial, _ = coordinator.claim(study)
     assert trial is None and len(study.get_trials()) == 4
     study, created = coordinator.create_or_resume(record, budget=8)  # the same command again: a new run
-    assert not created and resumable(coordinator, study) is not None
+    assert not created and resumable(coordinator, study, spent=True) is not None
