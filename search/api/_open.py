@@ -50,8 +50,11 @@ def check_reachable(loc: Locations) -> None:
 def open_existing_with_locations(kwargs: dict[str, Any]) -> tuple[Coordinator, Locations]:
     name = study_name(kwargs)
     loc = locations(kwargs, create=False)
-    if loc.embedded and not storage.sqlite_path(loc.storage_url).exists():
-        raise SearchError(f"no study {name!r} here: {loc.project_dir} has no embedded store (give --storage?)")
+    path = storage.sqlite_path(loc.storage_url) if loc.embedded else None
+    if path is not None and not path.exists():
+        if path == loc.project_dir / "optuna.db":
+            raise SearchError(f"no study {name!r} here: {loc.project_dir} has no embedded store (give --storage?)")
+        raise SearchError(f"no study {name!r}: {path} does not exist (check --storage)")
     check_reachable(loc)
     # raises StudyNotFoundError with a clear line
     coordinator = Coordinator.existing(loc.storage_url, name, schema_checked(loc.storage_url))

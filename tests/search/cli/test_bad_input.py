@@ -135,6 +135,10 @@ def test_bad_multi_node_flags_are_one_line_before_anything_is_opened(cli, tmp_pa
 def test_worker_for_a_study_that_does_not_exist(cli, tmp_path):
     proc = cli("worker", "--name", "nope", cwd=tmp_path)
     _assert_one_line_error(proc, "no study 'nope' here")
+    # A SQLite file given with --storage is named, not the project's embedded store; none is made.
+    proc = cli("worker", "--name", "nope", "--storage", f"sqlite:///{tmp_path}/x.db", cwd=tmp_path)
+    _assert_one_line_error(proc, f"no study 'nope': {tmp_path}/x.db does not exist (check --storage)")
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_studies_lists_builtins(cli, tmp_path):
