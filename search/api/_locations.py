@@ -48,5 +48,5 @@ def resolve_locations(
     location = st.resolve_tracking(tracking, project, artifacts)
     ckpt = Path(pick(checkpoint_dir, ENV_CHECKPOINTS) or project / "checkpoints").expanduser().resolve()
     board = pick(tensorboard_dir, ENV_TENSORBOARD)
-    return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, st.is_sqlite(url),
+    return Locations(project, url, location.tracking_uri, location.artifact_location, ckpt, storage_url is None,
                      tensorboard_dir=Path(board).expanduser().resolve() if board else None)  # fmt: skip

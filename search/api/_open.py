@@ -50,9 +50,9 @@ def check_reachable(loc: Locations) -> None:
 def open_existing_with_locations(kwargs: dict[str, Any]) -> tuple[Coordinator, Locations]:
     name = study_name(kwargs)
     loc = locations(kwargs, create=False)
-    path = storage.sqlite_path(loc.storage_url) if loc.embedded else None
-    if path is not None and not path.exists():
-        if path == loc.project_dir / "optuna.db":
+    path = storage.sqlite_path(loc.storage_url) if storage.is_sqlite(loc.storage_url) else None
+    if path is not None and not path.exists():  # opening it would make an empty one
+        if loc.embedded:
             raise SearchError(f"no study {name!r} here: {loc.project_dir} has no embedded store (give --storage?)")
         raise SearchError(f"no study {name!r}: {path} does not exist (check --storage)")
     check_reachable(loc)

@@ -145,3 +145,19 @@ def test_next_commands_are_safe_to_paste(tmp_path, monkeypatch):
     monkeypatch.setenv("SEARCH_TRACKING_URI", url)
     assert not password_left_out(loc) and where_flags(loc) == ["--project-dir", shlex.quote(str(project))]
     assert os.sep in str(project)
+
+
+def test_next_commands_name_a_sqlite_file_given_with_storage(tmp_path, monkeypatch):
+    """Only the project's own embedded store goes without --storage: a SQLite file given with it
+    is named again, or the next command would look in the project and find no study."""
+    from search.api import resolve_locations
+    from search.api._output import where_flags
+
+    for var in ("SEARCH_PROJECT_DIR", "SEARCH_STORAGE", "SEARCH_TRACKING_URI", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    own = resolve_locations(storage=None, tracking_uri=None, artifact_location=None, project_dir=None)
+    assert own.embedded and where_flags(own) == []
+    url = f"sqlite:///{tmp_path}/elsewhere.db"
+    given = resolve_locations(storage=url, tracking_uri=None, artifact_location=None, project_dir=None)
+    assert not given.embedded and where_flags(given) == ["--storage", url]
