@@ -29,17 +29,14 @@ log = logging.getLogger(__name__)
 
 
 def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
-    """The metric of every epoch: a resumed attempt's history lacks those before its checkpoint
-    (all of them when it resumed after the last epoch), but its trial carries their reports.
-
-    A checkpoint is written before its epoch is reported, so an attempt stopped between the two
-    leaves that epoch unreported: its value is read from the checkpoint and reported here."""
+    """The metric of every epoch: a resumed attempt's trial carries the reports before its checkpoint,
+    and the checkpoint's own epoch, if the attempt before stopped before reporting it, is reported here."""
     if not result.resumed_from_epoch:
         return list(result.history)
     storage, tid = ctx.coordinator.storage, trial_id(trial)
     reported = dict(retrying(lambda: storage.get_trial(tid), f"reading trial {trial.number}").intermediate_values)
     epoch, value = result.resumed_from_epoch, result.resumed_metrics.get(ctx.record.metric)
-    if epoch not in reported and value is not None:
+    if value is not None and epoch not in reported:
         retrying(lambda: storage.set_trial_intermediate_value(tid, epoch, value), f"reporting epoch {epoch}")
         reported[epoch] = value
     return [*result.history, *({ctx.record.metric: v} for v in reported.values())]
@@ -71,9 +68,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
         run.log(deployment, step=result.epochs_run)
         run.log_params({"latency_batch": ctx.record.settings.latency_batch})
     run.finish(tags, "FINISHED")  # waits for the epochs' batches too
-    # Service overhead: all worker time but training, so the per-epoch pruner reports and MLflow
-    # batches (hooks and sink, inside fit; the batches are written while the next epoch trains,
-    # the wait for the last is here) count; only the final attributes and tell are left out.
+    # Service overhead: all worker time but training, so the pruner's reports and MLflow's batches (inside
+    # fit, written while the next epoch trains; the wait for the last is here) count, not the final tell.
     wall = time.perf_counter() - started
     training = result.fit_seconds - result.callback_seconds
     attrs = {
@@ -125,9 +121,9 @@ def _tell(ctx: WorkerContext, trial: optuna.trial.Trial, state: Any, value: floa
         return finish_trial(ctx.coordinator.storage, trial_id(trial), state, value, attrs or {}, after_trial, steps,
                             system)  # fmt: skip
 
-    # Found finished: by this very write whose reply was lost (the same state), or by another process.
+    # Found finished: by this very write whose reply was lost (the same state), or by another process
+    # (a reaper fails a trial too, but with its own reason).
     found = retrying(tell, f"finishing trial {trial.number}")
-    # A reaper fails a trial too, but with its own reason.
     if found is not None and (
         found.state != state or (reason is not None and found.user_attrs.get(FAIL_REASON_ATTR) != reason)
     ):
