@@ -53,7 +53,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
     replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
     replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
-    best = None if pruned else best_value(_curve(ctx, trial, result), ctx.record.metric, ctx.record.direction)
+    curve = _curve(ctx, trial, result)  # a resumed attempt reports its checkpoint's epoch if missing, pruned too
+    best = None if pruned else best_value(curve, ctx.record.metric, ctx.record.direction)
     # The objectives' and constraints' values (deployment metrics included): before the run is finished.
     final = final_metrics(result.history or [result.resumed_metrics]) | dict(deployment or {})
     value, scores, constraints = scored(ctx, trial.number, final, best, pruned)
