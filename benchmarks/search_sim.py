@@ -130,6 +130,7 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
     default: the traces of the records before 2026-11-28's speed-up run.
     """
     from search.settings import epochs_since_best, pausing_spec, resolve_patience
+    from search.settings._freeze_thaw import BUDGET_ATTR
 
     workers = 1 if strategy.sequential else workers
     study = _study(problem, strategy, seed, workers)
@@ -233,6 +234,8 @@ def simulate(problem: Problem, strategy: Strategy, workers: int, seed: int, *, t
                 idle -= 1
             continue
         trial.report(curve.values[epoch - 1], epoch)
+        if pausing is not None and started >= trials and used >= epochs_budget and BUDGET_ATTR not in study.user_attrs:
+            study.set_user_attr(BUDGET_ATTR, started)  # no new trial starts: what the pruner reads, as in the service
         pruned = trial.should_prune()
         stalled = patience and epochs_since_best(dict(enumerate(curve.values[:epoch], start=1)), epoch) >= patience
         if stalled and strategy.spare:

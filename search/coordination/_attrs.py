@@ -1,10 +1,9 @@
 """The study user attributes hpsearch keeps beside Optuna's own (the names, in one place)."""
 
+from search.settings._freeze_thaw import BUDGET_ATTR as BUDGET_ATTR  # the freeze-thaw rule reads them too
+from search.settings._freeze_thaw import STOPPED_ATTR as STOPPED_ATTR
+
 SPEC_ATTR = "hpsearch.spec"
-BUDGET_ATTR = "hpsearch.budget"
-STOPPED_ATTR = "hpsearch.ended_early"
-"""Why a search took no new trial before its budget (``--timeout``, ``--stop-at``, ``--epoch-budget``, an
-objective its trials cannot score); cleared on resume. No paused trial resumes while it is set."""
 EPOCHS_ATTR = "hpsearch.epoch_budget"
 """This run's ``--epoch-budget`` and the epochs last counted (by its follower, ``_stopping.py``, or by the claim
 that found it spent, ``_no_new_trials.py``); cleared on resume."""

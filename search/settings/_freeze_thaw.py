@@ -12,6 +12,12 @@ from typing import Any
 
 PAUSED_AT_ATTR = "paused_at"
 """User attribute of a trial that paused: the epoch (a rung) its kept checkpoint holds."""
+BUDGET_ATTR = "hpsearch.budget"
+"""Study user attribute: the trial budget (logical trials)."""
+STOPPED_ATTR = "hpsearch.ended_early"
+"""Study user attribute: why a search took no new trial before its budget (``--timeout``, ``--stop-at``,
+``--epoch-budget``, an objective its trials cannot score); cleared on resume. No paused trial resumes while
+it is set."""
 
 Values = Mapping[int, Mapping[int, float]]
 """Logical trial number -> {epoch: reported value}."""
@@ -35,9 +41,22 @@ def top_at(values: Values, rung: int, factor: int, maximize: bool = False, at_le
     return {number for _, number in reached[:keep]}
 
 
-def goes_on(values: Values, number: int, rung: int, factor: int, maximize: bool = False) -> bool:
-    """Whether trial ``number``, at ``rung``, goes on now (else it pauses there)."""
-    return number in top_at(values, rung, factor, maximize)
+def goes_on(values: Values, number: int, rung: int, factor: int, maximize: bool = False,
+            spent: bool = False) -> bool:  # fmt: skip
+    """Whether trial ``number``, at ``rung``, goes on now (else it pauses there). ``spent``: as in
+    :func:`to_resume`, the best there goes on, which paused would be resumed at once."""
+    return number in top_at(values, rung, factor, maximize, at_least_one=spent)
+
+
+def budget_started(study_attrs: Mapping[str, Any], trials: Iterable[Any]) -> bool:
+    """Whether a study's budget (``BUDGET_ATTR``) has all started, counted as the claim counts it
+    (logical trials a worker took: not queued ones never started), and no early stop (``STOPPED_ATTR``)
+    holds its paused trials back. False for a study with no budget (a simulator's, unless it sets one)."""
+    budget = study_attrs.get(BUDGET_ATTR)
+    if not budget or study_attrs.get(STOPPED_ATTR) is not None:
+        return False
+    started = {int(t.system_attrs.get("failed_trial", t.number)) for t in trials if t.state.name != "WAITING"}
+    return len(started) >= int(budget)
 
 
 def to_resume(values: Values, paused: Mapping[int, int], factor: int, maximize: bool = False,

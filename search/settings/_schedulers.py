@@ -31,16 +31,22 @@ class AshaPruner(optuna.pruners.BasePruner):
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         from optuna.trial import TrialState
 
-        from search.settings._freeze_thaw import goes_on, logical_values
+        from search.settings._freeze_thaw import budget_started, goes_on, logical_values
 
         step = trial.last_step
         if step is None or step not in self.rungs:
             return False
+        trials = study.get_trials(deepcopy=False)
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        others = [t for t in study.get_trials(deepcopy=False, states=states) if t.number != trial.number]
+        others = [t for t in trials if t.state in states and t.number != trial.number]
         values = logical_values([*others, trial])
         maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        return not goes_on(values, logical_number(trial), step, self.factor, maximize)
+        if goes_on(values, logical_number(trial), step, self.factor, maximize):
+            return False
+        # Once the budget has all started, the best at its rung would be resumed as soon as it paused:
+        # it goes on instead (one read of the study's attributes, at a rung where it would pause).
+        spent = budget_started(study.user_attrs, trials)
+        return not (spent and goes_on(values, logical_number(trial), step, self.factor, maximize, spent=True))
 
 
 class PbtPruner(optuna.pruners.BasePruner):

@@ -58,6 +58,32 @@ def test_once_the_budget_has_started_the_best_of_each_rung_goes_on(maximize):
     assert to_resume(values, {1: 1, 2: 1}, 3, maximize, spent=True) == 2
 
 
+def test_once_the_budget_has_started_the_best_at_a_rung_goes_on_rather_than_pause():
+    """Paused, it would be the trial resumed at once (``to_resume`` with ``spent``): it goes on."""
+    values = {0: {1: 0.5}, 1: {1: 0.4}}  # two trials at rung 1, factor 3: no top yet
+    assert not goes_on(values, 1, 1, 3) and goes_on(values, 1, 1, 3, spent=True)
+    assert not goes_on(values, 0, 1, 3, spent=True)  # not the best: it pauses, and would stay paused
+    assert to_resume(values, {1: 1}, 3, spent=True) == 1 and to_resume(values, {0: 1}, 3, spent=True) is None
+
+
+def test_the_budget_has_started_once_as_many_logical_trials_as_it_holds_were_taken():
+    from types import SimpleNamespace
+
+    from search.settings._freeze_thaw import BUDGET_ATTR, STOPPED_ATTR, budget_started
+
+    def trial(number, state, failed_trial=None):
+        attrs = {} if failed_trial is None else {"failed_trial": failed_trial}
+        return SimpleNamespace(number=number, state=SimpleNamespace(name=state), system_attrs=attrs)
+
+    queued = [trial(0, "COMPLETE"), trial(1, "WAITING")]  # a queued trial no worker took yet
+    retried = [trial(0, "FAIL"), trial(1, "RUNNING"), trial(2, "WAITING", failed_trial=0)]
+    assert not budget_started({BUDGET_ATTR: 2}, queued)
+    assert budget_started({BUDGET_ATTR: 2}, retried)  # a waiting retry continues a started trial
+    assert not budget_started({BUDGET_ATTR: 3}, retried)
+    assert not budget_started({BUDGET_ATTR: 2, STOPPED_ATTR: "--timeout"}, retried)  # paused ones stay paused
+    assert not budget_started({}, retried)  # no budget: a simulator's study
+
+
 def test_logical_values_merge_a_trials_attempts():
     class T:
         def __init__(self, number, values, failed_trial=None):
