@@ -110,18 +110,55 @@ class QueuedOnly(BaseSampler):
 
 
 class HandOff(PerTrial):
-    """``first`` draws the study's trials numbered below ``until``, ``then`` draws the rest.
+    """``first`` draws the study's first ``until`` logical trials, ``then`` draws the rest.
 
-    The choice is the trial's number, so it is the same in every worker and for every parameter of
-    a trial. ``--sampler gp:until=N`` uses it: the Gaussian process where it was measured ahead
-    (the first trials), TPE beyond, where a Gaussian process's suggestions slow as trials grow.
+    Logical as the budget counts them: a retry or a resumption (``failed_trial``) goes on with an
+    earlier trial's params and is not counted, so failures do not bring the hand-off forward. The
+    choice is the same in every worker (the trials numbered below one exist, with their attributes,
+    once it is created) and for every parameter of a trial. ``--sampler gp:until=N`` uses it: the
+    Gaussian process where it was measured ahead (the first trials), TPE beyond, where a Gaussian
+    process's suggestions slow as trials grow.
     """
 
     def __init__(self, first: BaseSampler, then: BaseSampler, until: int) -> None:
         self.first, self.then, self.until = first, then, until
+        self._handed: int | None = None  # the lowest trial number seen to be ``then``'s: so is every later one
+        self._chosen: dict[int, BaseSampler] = {}  # trial id -> its sampler, from its start
+
+    def _pick(self, study: Any, number: int) -> BaseSampler:
+        from storage import cached_study_trials
+
+        if number < self.until:  # fewer trials below it, retries or not
+            return self.first
+        if self._handed is not None and number >= self._handed:
+            return self.then
+        below = sum(1 for t in cached_study_trials(study) if t.number < number and "failed_trial" not in t.system_attrs)
+        if below < self.until:
+            return self.first
+        self._handed = number if self._handed is None else min(self._handed, number)
+        return self.then
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        from storage import trial_id
+
+        sampler = self._pick(study, trial.number)
+        if len(self._chosen) >= _KEPT:
+            self._chosen.pop(next(iter(self._chosen)))
+        self._chosen[trial_id(trial)] = sampler
+        sampler.before_trial(study, trial)
 
     def _of(self, trial: Any) -> BaseSampler:
-        return self.first if trial.number < self.until else self.then
+        from storage import trial_id
+
+        chosen = self._chosen.get(trial_id(trial))
+        return chosen if chosen is not None else self.first if trial.number < self.until else self.then
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        from storage import trial_id
+
+        sampler = self._of(trial)
+        self._chosen.pop(trial_id(trial), None)
+        sampler.after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
         self.first.reseed_rng()

@@ -6,8 +6,8 @@ The rule comes from ``benchmarks/at_trials.py``, ``bench_search.py simulate`` an
 service`` (docs/search-strategy.md): the Gaussian process (``gp``) ahead of the seeds' script with 1
 to 4 workers at 40 and 100 trials, behind it with 8 workers; handing the trials after the first 100
 to TPE (``gp:until=100``), where a Gaussian process's suggestions slow as trials grow, kept that lead
-with one and two workers at 20, 50 and 126 FTE. The hand-off is by trial number, so a study resumed to a
-larger budget hands off too, whatever budget it was created with.
+with one and two workers at 20, 50 and 126 FTE. The hand-off counts logical trials (retries not), so a
+study resumed to a larger budget hands off too, whatever budget it was created with.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Auto(SamplerSpec):
     def resolve(self, workers: int | None, objectives: int = 1, folds: int = 0) -> tuple[str, str]:
         """The sampler spec to store, and why, for a search by ``workers`` workers (None: not known
         here, e.g. ``--workers 0`` and workers that join from other nodes). Not by its budget: the
-        hand-off to TPE is by trial number, so the same spec fits any budget, a larger one on resume too."""
+        hand-off to TPE counts logical trials, so the same spec fits any budget, a larger one on resume too."""
         if objectives > 1:
             return "tpe", f"{objectives} objectives (the Gaussian process was measured on one)"
         if folds:

@@ -17,8 +17,8 @@ class Gp(SamplerSpec):
         "startup": STARTUP,
         "pruned": Option(bool, True, "read each pruned trial as complete at the worst complete value (false: "
                          "Optuna's reading, which leaves pruned trials out)"),
-        "until": Option(int, 0, "trials numbered from this one on are drawn by the default TPE (--sampler tpe); "
-                        "0: every trial by the Gaussian process"),
+        "until": Option(int, 0, "the trials after this many (logical: retries not counted) are drawn by the default "
+                        "TPE (--sampler tpe); 0: every trial by the Gaussian process"),
     }  # fmt: skip
 
     def build(self, seed: int | None) -> BaseSampler:

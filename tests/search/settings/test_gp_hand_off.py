@@ -43,7 +43,7 @@ def test_trials_below_until_go_to_the_first_sampler_and_every_later_one_to_the_s
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 5
 
 
-def test_the_choice_is_the_trial_number_so_another_worker_picks_alike():
+def test_the_choice_is_the_same_in_another_worker():
     # A second sampler object (another worker's) on the same study picks by the same rule, whatever
     # it has or has not seen: trial 4 is the second sampler's in both.
     storage = optuna.storages.InMemoryStorage()
@@ -53,6 +53,22 @@ def test_the_choice_is_the_trial_number_so_another_worker_picks_alike():
     other = optuna.load_study(study_name="s", storage=storage, sampler=HandOff(_Recording(4), then, 4))
     other.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
     assert then.calls == [("before", 4), ("x", 4), ("after", 4)]
+
+
+def test_a_retry_does_not_count_towards_the_hand_off():
+    """Trial 2 is trial 0's retry (its params fixed): trial 3 is the third logical trial, so still the
+    first sampler's with until=3, and trial 4 the first of the second's. Without the retry's trial
+    number counted out, 3 would be handed off already."""
+    first, then = _Recording(1), _Recording(2)
+    study = optuna.create_study(sampler=HandOff(first, then, until=3))
+    objective = lambda t: t.suggest_float("x", 0, 1)  # noqa: E731
+    study.optimize(objective, n_trials=2)
+    x = study.trials[0].distributions["x"]
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.WAITING, params={"x": 0.5},
+                                              distributions={"x": x}, system_attrs={"failed_trial": 0}))  # fmt: skip
+    study.optimize(objective, n_trials=3)
+    assert study.trials[2].system_attrs["failed_trial"] == 0 and study.trials[2].params == {"x": 0.5}
+    assert ("x", 3) in first.calls and {n for _, n in then.calls} == {4}
 
 
 def test_gp_until_builds_the_gaussian_process_then_the_default_tpe():
