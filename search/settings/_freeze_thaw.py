@@ -55,7 +55,7 @@ def budget_started(study_attrs: Mapping[str, Any], trials: Iterable[Any]) -> boo
     budget = study_attrs.get(BUDGET_ATTR)
     if not budget or study_attrs.get(STOPPED_ATTR) is not None:
         return False
-    started = {int(t.system_attrs.get("failed_trial", t.number)) for t in trials if t.state.name != "WAITING"}
+    started = {_logical(t) for t in trials if t.state.name != "WAITING"}
     return len(started) >= int(budget)
 
 

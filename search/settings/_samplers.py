@@ -12,13 +12,31 @@ _KEPT = 1000
 
 
 class PerTrial(BaseSampler):
-    """Hands each trial, every call about it, to the sampler :meth:`_of` picks for it."""
+    """Hands each trial, every call about it, to the sampler :meth:`_choose` picked for it as it
+    started, remembered until its tell (:meth:`_unseen` for a trial this process did not start)."""
 
-    def _of(self, trial: Any) -> BaseSampler:
+    _chosen: dict[int, BaseSampler]  # trial id -> its sampler, until it is told here
+
+    def _choose(self, study: Any, trial: Any) -> BaseSampler:
         raise NotImplementedError
 
+    def _unseen(self, trial: Any) -> BaseSampler:
+        raise NotImplementedError
+
+    def _of(self, trial: Any) -> BaseSampler:
+        from storage import trial_id
+
+        chosen = self._chosen.get(trial_id(trial))
+        return chosen if chosen is not None else self._unseen(trial)
+
     def before_trial(self, study: Any, trial: Any) -> None:
-        self._of(trial).before_trial(study, trial)
+        from storage import trial_id
+
+        sampler = self._choose(study, trial)
+        if len(self._chosen) >= _KEPT:
+            self._chosen.pop(next(iter(self._chosen)))
+        self._chosen[trial_id(trial)] = sampler
+        sampler.before_trial(study, trial)
 
     def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
         return self._of(trial).infer_relative_search_space(study, trial)
@@ -30,7 +48,11 @@ class PerTrial(BaseSampler):
         return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        self._of(trial).after_trial(study, trial, state, values)
+        from storage import trial_id
+
+        sampler = self._of(trial)
+        self._chosen.pop(trial_id(trial), None)
+        sampler.after_trial(study, trial, state, values)
 
 
 class ByConcurrency(PerTrial):
@@ -52,15 +74,13 @@ class ByConcurrency(PerTrial):
         # one seed each, their start-up draws would repeat each other's). So one worker's search is
         # the joint model's and a parallel one the per-parameter model's, draw for draw.
         share_random_stream(alone, together)
-        self._chosen: dict[int, BaseSampler] = {}  # trial id -> its sampler, until it is told here
+        self._chosen = {}
 
-    def _of(self, trial: Any) -> BaseSampler:
-        from storage import trial_id
+    def _unseen(self, trial: Any) -> BaseSampler:
+        return self.together
 
-        return self._chosen.get(trial_id(trial), self.together)
-
-    def before_trial(self, study: Any, trial: Any) -> None:
-        from storage import cached_study_trials, trial_id
+    def _choose(self, study: Any, trial: Any) -> BaseSampler:
+        from storage import cached_study_trials
 
         # A study's first trial is ``together``'s too (it starts alone in a parallel search as well):
         # so a parallel search samples exactly as ``together`` alone would.
@@ -73,16 +93,7 @@ class ByConcurrency(PerTrial):
         looked = getattr(trials, "unfinished", None)
         looked = reversed(trials) if looked is None else looked
         alone = others and not any(t.state == TrialState.RUNNING and t.number != trial.number for t in looked)
-        sampler = self.alone if alone else self.together
-        if len(self._chosen) >= _KEPT:
-            self._chosen.pop(next(iter(self._chosen)))
-        self._chosen[trial_id(trial)] = sampler
-        sampler.before_trial(study, trial)
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        from storage import trial_id
-
-        self._chosen.pop(trial_id(trial), self.together).after_trial(study, trial, state, values)
+        return self.alone if alone else self.together
 
     def reseed_rng(self) -> None:
         self.alone.reseed_rng()  # the stream both use
@@ -123,42 +134,24 @@ class HandOff(PerTrial):
     def __init__(self, first: BaseSampler, then: BaseSampler, until: int) -> None:
         self.first, self.then, self.until = first, then, until
         self._handed: int | None = None  # the lowest trial number seen to be ``then``'s: so is every later one
-        self._chosen: dict[int, BaseSampler] = {}  # trial id -> its sampler, from its start
+        self._chosen = {}
 
-    def _pick(self, study: Any, number: int) -> BaseSampler:
+    def _choose(self, study: Any, trial: Any) -> BaseSampler:
+        from search.settings._pruners import logical_number
         from storage import cached_study_trials
 
-        if number < self.until:  # fewer trials below it, retries or not
+        if trial.number < self.until:  # fewer trials below it, retries or not
             return self.first
-        if self._handed is not None and number >= self._handed:
+        if self._handed is not None and trial.number >= self._handed:
             return self.then
-        below = sum(1 for t in cached_study_trials(study) if t.number < number and "failed_trial" not in t.system_attrs)
+        below = sum(1 for t in cached_study_trials(study) if t.number < trial.number and logical_number(t) == t.number)
         if below < self.until:
             return self.first
-        self._handed = number if self._handed is None else min(self._handed, number)
+        self._handed = trial.number if self._handed is None else min(self._handed, trial.number)
         return self.then
 
-    def before_trial(self, study: Any, trial: Any) -> None:
-        from storage import trial_id
-
-        sampler = self._pick(study, trial.number)
-        if len(self._chosen) >= _KEPT:
-            self._chosen.pop(next(iter(self._chosen)))
-        self._chosen[trial_id(trial)] = sampler
-        sampler.before_trial(study, trial)
-
-    def _of(self, trial: Any) -> BaseSampler:
-        from storage import trial_id
-
-        chosen = self._chosen.get(trial_id(trial))
-        return chosen if chosen is not None else self.first if trial.number < self.until else self.then
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        from storage import trial_id
-
-        sampler = self._of(trial)
-        self._chosen.pop(trial_id(trial), None)
-        sampler.after_trial(study, trial, state, values)
+    def _unseen(self, trial: Any) -> BaseSampler:
+        return self.first if trial.number < self.until else self.then
 
     def reseed_rng(self) -> None:
         self.first.reseed_rng()
