@@ -291,6 +291,7 @@ def _result(run: Run, stopped_epoch: int | None, seconds: float, rss_mb: float |
         callback_seconds=run.callback_seconds,
         resumed_from_epoch=run.resumed_from,
         resumed_metrics=run.resumed_metrics,
+        resumed_curve=run.resumed_curve,
         best_checkpoint=None if run.checkpoints is None or run.infra.checkpoint_every else run.checkpoints.best_path,
         mutations=tuple(run.mutations),
         peak_memory_mb=max(memory) if memory else None,

@@ -38,6 +38,10 @@ class FitResult:
     """The metrics of that checkpoint's epoch, as ``history`` has them; empty when the call started
     fresh or the checkpoint predates them. A call that resumed after the last epoch trains nothing:
     its ``history`` is empty and these are its model's final metrics."""
+    resumed_curve: dict[int, dict[str, float]] = field(default_factory=dict)
+    """The metrics of every epoch up to ``resumed_from_epoch``, by epoch, as the checkpoint kept them
+    (a checkpoint written before it kept them: its own epoch's only), so that a caller can report
+    the epochs an earlier attempt trained but never reported."""
     best_checkpoint: Path | None = None
     """Checkpoint file of ``best_epoch`` when checkpointing was on."""
     mutations: tuple[Mutation, ...] = ()

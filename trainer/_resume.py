@@ -33,6 +33,7 @@ def snapshot(run: Run) -> dict[str, Any]:
         "lr": run.lr,
         "val_loss": run.history[-1]["val_loss"],
         "metrics": dict(run.history[-1]),  # what a resume after the last epoch reports as final
+        "curve": curve(run),  # every epoch's, for a resume to report those its attempt could not
         "best_epoch": run.best_epoch,
         "best_val_loss": run.best_val_loss,
         "config": run.config.to_dict(),  # what a resume must match (but for Infra.mutable's fields)
@@ -40,6 +41,11 @@ def snapshot(run: Run) -> dict[str, Any]:
         "mutations": [m.to_dict() for m in run.mutations],  # the lineage, for a schedule to be replayed
         "infra": run.infra.to_dict(),  # for information: a resume may run otherwise
     }
+
+
+def curve(run: Run) -> dict[int, dict[str, float]]:
+    """The metrics of every epoch so far: those the resumed checkpoint kept, then this call's."""
+    return run.resumed_curve | {run.resumed_from + i: dict(m) for i, m in enumerate(run.history, 1)}
 
 
 def resume(run: Run) -> None:
@@ -118,6 +124,8 @@ def _restore_state(run: Run, state: dict[str, Any], where: Path | None) -> None:
     restore_rng(rng[run.accelerator.process_index] if isinstance(rng, list) else rng)  # a list: one per rank
     run.epoch = run.resumed_from = state["epoch"]
     run.resumed_metrics = {k: float(v) for k, v in state.get("metrics", {}).items()}  # none before they were kept
+    kept = state.get("curve") or ({state["epoch"]: run.resumed_metrics} if run.resumed_metrics else {})
+    run.resumed_curve = {int(e): {k: float(v) for k, v in m.items()} for e, m in kept.items()}
     run.global_step, run.lr = state["global_step"], state["lr"]
     run.best_epoch, run.best_val_loss = state["best_epoch"], state["best_val_loss"]
 

@@ -47,6 +47,8 @@ class Run:
     resumed_from: int = 0
     resumed_metrics: dict[str, float] = field(default_factory=dict)
     """The metrics of the epoch the resumed checkpoint was written after (see ``FitResult``)."""
+    resumed_curve: dict[int, dict[str, float]] = field(default_factory=dict)
+    """The metrics of every epoch up to the resumed checkpoint's, as far as it kept them (see ``FitResult``)."""
     history: list[dict[str, float]] = field(default_factory=list)
     mutations: list[Mutation] = field(default_factory=list)
     """Hyperparameter changes of this run's lineage, oldest first (see ``FitResult.mutations``)."""

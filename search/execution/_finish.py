@@ -30,16 +30,16 @@ log = logging.getLogger(__name__)
 
 def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
     """The metric of every epoch: a resumed attempt's trial carries the reports before its checkpoint,
-    and the checkpoint's own epoch, if the attempt before stopped before reporting it, is reported here."""
+    and those an attempt before trained (they are in the checkpoint) but did not store are reported here."""
     if not result.resumed_from_epoch:
         return list(result.history)
-    storage, tid = ctx.coordinator.storage, trial_id(trial)
+    storage, tid, metric = ctx.coordinator.storage, trial_id(trial), ctx.record.metric
     reported = dict(retrying(lambda: storage.get_trial(tid), f"reading trial {trial.number}").intermediate_values)
-    epoch, value = result.resumed_from_epoch, result.resumed_metrics.get(ctx.record.metric)
-    if value is not None and epoch not in reported:
-        retrying(lambda: storage.set_trial_intermediate_value(tid, epoch, value), f"reporting epoch {epoch}")
+    kept = result.resumed_curve or {result.resumed_from_epoch: result.resumed_metrics}
+    for epoch, value in sorted((e, m[metric]) for e, m in kept.items() if e not in reported and metric in m):
+        retrying(lambda: storage.set_trial_intermediate_value(tid, epoch, value), f"reporting epoch {epoch}")  # noqa: B023
         reported[epoch] = value
-    return [*result.history, *({ctx.record.metric: v} for v in reported.values())]
+    return [*result.history, *({metric: v} for v in reported.values())]
 
 
 def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,

@@ -187,6 +187,8 @@ def test_resume_with_all_infrastructure_changed_matches_an_uninterrupted_run(tmp
     again = _fit(_model(0), _config(), moved.replace(compile=True))  # nothing left to train, nothing compiled
     assert again.resumed_from_epoch == 4 and again.history == []
     assert again.final_metrics == pytest.approx(resumed.history[-1], nan_ok=True)  # the checkpointed epoch's
+    assert sorted(resumed.resumed_curve) == [1, 2] and sorted(again.resumed_curve) == [1, 2, 3, 4]  # every epoch's
+    assert all(again.resumed_curve[h["epoch"]] == pytest.approx(h, nan_ok=True) for h in resumed.history)
 
 
 def test_a_checkpoint_with_the_old_all_in_one_config_resumes(tmp_path: Path) -> None:

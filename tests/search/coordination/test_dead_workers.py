@@ -205,25 +205,26 @@ def test_a_running_trial_heartbeat_reaps_dead_trials(tmp_path):
     assert coordinator.storage.get_trial(live._trial_id).state.name == "RUNNING"
 
 
-@pytest.mark.parametrize(("every", "resumed", "reported_last"), [(0, 3, True), (0, 3, False), (30, 0, True)],
-                         ids=["every-epoch", "killed-before-reporting", "every-30s"])  # fmt: skip
+@pytest.mark.parametrize(("every", "resumed", "unreported"), [(0, 3, 4), (0, 3, 3), (0, 3, 2), (30, 0, 4)],
+                         ids=["every-epoch", "killed-before-reporting", "two-unreported", "every-30s"])  # fmt: skip
 @pytest.mark.slow
 def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_value(
-    claimed_sleep_trial, every, resumed, reported_last
+    claimed_sleep_trial, every, resumed, unreported
 ):
     """A worker that died after its trial's last epoch, before telling. With a checkpoint every epoch
     the retry resumes after the last one and trains nothing; with 30 s between checkpoints none was
     due in a trial this short (its last epoch is saved only when due, since a finished trial's
     checkpoints are deleted unread), so the retry trains it again: a loss within the bound. A worker
     killed between writing the last checkpoint and reporting its epoch leaves that epoch to the retry,
-    which reports it from the checkpoint."""
+    which reports it from the checkpoint; so does one that stored none of several epochs its checkpoint
+    holds (epochs shorter than the store's interval, and a checkpoint by time)."""
     from search.execution._pruning import PruningHook
     from search.execution._trial import _fit, run_trial
     from search.settings import SearchSettings
 
     class KilledBeforeTheLastReport(PruningHook):
         def __call__(self, epoch: int, metrics: Any) -> bool:
-            return False if epoch == 3 and not reported_last else super().__call__(epoch, metrics)
+            return False if epoch >= unreported else super().__call__(epoch, metrics)
 
     settings = SearchSettings(heartbeat_interval=1, grace_period=2, pruner="none", checkpoint_every=every)
     ctx, dead = claimed_sleep_trial(settings)
@@ -239,9 +240,10 @@ def test_a_retry_resumed_after_the_last_epoch_completes_with_the_best_reported_v
     finished = ctx.coordinator.storage.get_trial(retry._trial_id)
     assert reaped.number == dead.number and finished.system_attrs["failed_trial"] == dead.number
     assert finished.user_attrs["resumed_from_epoch"] == resumed
-    if not reported_last:  # the dead attempt stored epochs 1-2; the retry added epoch 3 from its checkpoint
-        assert sorted(reported) == [1, 2] and sorted(finished.intermediate_values) == [1, 2, 3]
+    if unreported <= 3:  # the dead attempt stored the epochs before; the retry added the rest from its checkpoint
+        assert sorted(reported) == list(range(1, unreported)) and sorted(finished.intermediate_values) == [1, 2, 3]
         assert finished.intermediate_values[3] == finished.user_attrs["final_metrics"]["val_loss"]
+        assert finished.intermediate_values[2] != finished.intermediate_values[3]  # its own epoch's, not a copy
     elif resumed:  # its values were stored with the checkpoint that holds them
         assert sorted(reported) == [1, 2, 3] and finished.value == min(reported.values())
     else:  # nothing was stored: the dead attempt's values came with no checkpoint, nor a tell
