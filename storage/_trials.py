@@ -160,7 +160,7 @@ class StudyTrials:
         self.fetched += len(fresh)
         self._others.update(fresh)
         popped = self._others.pop(own_id, None) if own_id is not None else None
-        self._update_view([*fresh, *([own_id] if popped is not None else [])])
+        self._update_view([*fresh, *([own_id] if own_id is not None and popped is not None else [])])
         self._pending = {tid for tid in states if tid not in self._finished} | (self._pending - set(states))
 
     def _changes(self, conn: Any) -> dict[int, Any]:

@@ -34,7 +34,8 @@ DEFAULT_TOP = 5
 def fit_to_space(space: dict[str, str], params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``params`` reduced to what ``space`` admits, and what was dropped (``width (not a parameter
     here)``, ``lr=0.3 (outside 1e-05..0.1)``); the parameters it lacks are left to the sampler."""
-    kept, dropped = {}, []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
     for name, value in params.items():
         if name not in space:
             dropped.append(f"{name} (not a parameter here)")

@@ -30,7 +30,7 @@ def interrupts_deferred() -> Iterator[None]:
         yield
         return
     held: list[int] = []
-    handlers = {signum: handler for signum in HELD if callable(handler := signal.getsignal(signum))}
+    handlers: dict[int, Any] = {signum: h for signum in HELD if callable(h := signal.getsignal(signum))}
     holding = [True]
 
     def hold(signum: int, frame: Any) -> None:

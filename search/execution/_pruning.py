@@ -33,7 +33,7 @@ class _StudyAsSeen:
         self._by_states: dict[Any, list[FrozenTrial]] = {}  # a decision asks twice (warm-up, rule): one pass
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        key = None if states is None else tuple(states)  # type: ignore[arg-type]
+        key: tuple[TrialState, ...] | None = None if states is None else tuple(states)  # type: ignore[arg-type]
         if key not in self._by_states:
             self._by_states[key] = [t for t in self._list() if states is None or t.state in states]
         kept = self._by_states[key]

@@ -268,7 +268,7 @@ class AdaptiveMedian(optuna.pruners.BasePruner):
 
         index = getattr(study, "complete_steps", None)  # a worker's: the count without a pass over the study
         complete = None if index is not None else study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        count = index.trials if complete is None else len(complete)
+        count = index.trials if index is not None else len(complete or ())
         if count < max(self._startup, 3):
             return False
         if count != self._seen and (count <= WARMUP_EVERY_TRIAL or count >= 1.01 * self._seen):

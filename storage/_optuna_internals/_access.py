@@ -175,9 +175,9 @@ def study_of_trials(trials: list[FrozenTrial], direction: str, user_attrs: dict[
     their numbers: Optuna's ``add_trials`` numbers them anew from 0."""
     import optuna
 
-    study = optuna.create_study(direction=direction)
+    study = optuna.create_study(direction=direction)  # type: ignore[arg-type]  # "minimize" or "maximize"
     study.add_trials(trials)
-    for kept, original in zip(study._storage._studies[study._study_id].trials, trials, strict=True):
+    for kept, original in zip(study._storage._studies[study._study_id].trials, trials, strict=True):  # type: ignore[attr-defined]
         kept.number = original.number
     for key, value in user_attrs.items():
         study.set_user_attr(key, value)

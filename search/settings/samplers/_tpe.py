@@ -67,7 +67,7 @@ class Tpe(SamplerSpec):
         from search.settings._windowed import Windowed
 
         built = ByConcurrency(alone=tpe(True), together=tpe(False)) if opts["multivariate"] == "auto" else None
-        sampler = built or tpe(opts["multivariate"])
+        sampler: BaseSampler = built or tpe(opts["multivariate"])
         if opts["believe"]:
             from search.settings._believer import Believer
 
