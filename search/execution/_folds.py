@@ -65,11 +65,18 @@ class FoldsResult:
     mutations: tuple[Any, ...] = field(default=())
 
 
+def _epochs(result: Any, metric: str) -> list[Mapping[str, float]]:
+    """A fold's epochs that report ``metric``: those its resumed checkpoint kept, then this call's."""
+    rows = [*getattr(result, "resumed_curve", {}).values(), *result.history]
+    return [h for h in rows if metric in h and math.isfinite(h[metric])]
+
+
 def fold_value(result: Any, metric: str, maximize: bool) -> float:
     """A fold's value: the best epoch's ``metric``, as a one-split trial's. A fold resumed from a
-    checkpoint lacks the epochs before it in its history: for ``val_loss`` the fit's ``best_val_loss``
-    (restored from the checkpoint) covers them; for other metrics the epochs of this call count."""
-    values = [h[metric] for h in result.history if metric in h and math.isfinite(h[metric])]
+    checkpoint has the epochs before it from the checkpoint's curve; for ``val_loss`` the fit's
+    ``best_val_loss`` (restored from the checkpoint) covers them too, where an older checkpoint kept
+    no curve."""
+    values = [h[metric] for h in _epochs(result, metric)]
     if metric == "val_loss" and math.isfinite(result.best_val_loss):
         values.append(result.best_val_loss)
     if not values:
@@ -79,10 +86,10 @@ def fold_value(result: Any, metric: str, maximize: bool) -> float:
 
 def fold_best_epoch(result: Any, metric: str, maximize: bool) -> int:
     """The epoch of a fold's value (what its retrain stops at, scaled: ``search.tracking._replay``):
-    the trainer's best for ``val_loss`` (a resumed fold's too), else the best epoch in its history."""
+    the trainer's best for ``val_loss`` (a resumed fold's too), else the best epoch it reported."""
     if metric == "val_loss" and result.best_epoch:
         return int(result.best_epoch)
-    rows = [h for h in result.history if metric in h and math.isfinite(h[metric])]
+    rows = _epochs(result, metric)
     pick = max if maximize else min
     return int(pick(rows, key=lambda h: h[metric]).get("epoch", result.best_epoch)) if rows else int(result.best_epoch)
 

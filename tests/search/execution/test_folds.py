@@ -26,6 +26,9 @@ def test_a_folds_value_is_its_best_epoch_and_a_resumed_fold_keeps_the_epochs_bef
     assert fold_value(resumed, "val_loss", maximize=False) == 0.3
     accuracy = SimpleNamespace(history=[{"val_accuracy": 0.7}, {"val_accuracy": 0.9}], best_val_loss=math.inf)
     assert fold_value(accuracy, "val_accuracy", maximize=True) == 0.9
+    curve = {1: {"epoch": 1, "val_accuracy": 0.95}, 2: {"epoch": 2, "val_accuracy": 0.8}}  # the checkpoint's
+    later = SimpleNamespace(history=[{"epoch": 3, "val_accuracy": 0.9}], best_val_loss=math.inf, resumed_curve=curve)
+    assert fold_value(later, "val_accuracy", maximize=True) == 0.95  # its best epoch came before the checkpoint
 
 
 def test_a_folds_best_epoch_is_its_values_epoch_and_the_retrain_stops_at_their_mean_scaled() -> None:
@@ -38,6 +41,8 @@ def test_a_folds_best_epoch_is_its_values_epoch_and_the_retrain_stops_at_their_m
     assert fold_best_epoch(fit, "val_loss", maximize=False) == 2
     assert fold_best_epoch(SimpleNamespace(history=fit.history[2:], best_epoch=2), "val_loss", maximize=False) == 2
     assert fold_best_epoch(fit, "val_accuracy", maximize=True) == 2
+    resumed = SimpleNamespace(history=fit.history[2:], best_epoch=2, resumed_curve=dict(enumerate(fit.history[:2], 1)))
+    assert fold_best_epoch(resumed, "val_accuracy", maximize=True) == 2  # from the checkpoint's curve
     # Best at epochs 2, 3 and 4 of 10 searched: the 40-epoch retrain stops at 3 x 40 / 10.
     attrs = {"fold_0_best_epoch": 2, "fold_1_best_epoch": 3, "fold_2_best_epoch": 4, "fold_0_epochs": 10}
     assert kfold_stop(attrs, 10, 40) == (12, 3.0)
