@@ -40,9 +40,12 @@ def pruned_as_worst(trials: list[Any], maximize: bool) -> list[Any]:
     """``trials`` with each pruned one that reported a value read as complete at the worst complete
     value; unchanged while none is complete, or when a complete trial has constraints.
 
-    Left as they are: an attempt that another goes on from (a paused trial resumed, a PBT trial
-    replaced: its continuation names it last in ``retry_history``), which is not a bad point, and a
-    pruned trial without every parameter the complete trials share. Optuna's search space of the
+    Left as they are: an attempt that another goes on from (a paused trial resumed, a PBT
+    continuation replaced: its continuation names it last in ``retry_history``), which is not a bad
+    point, and a pruned trial without every parameter the complete trials share. An attempt that
+    population-based training replaced (``exploited_at``) after it trained from its own sampled
+    parameters (no ``pbt_parent``) is a bad point: it ranked in the bottom quantile, and its
+    continuation goes on from another trial's weights with other parameters. Optuna's search space of the
     complete trials reads each trial once, as it finishes, and never again: one that turned
     complete later, missing a parameter of that space, would break the model's read of it.
     """
@@ -57,7 +60,8 @@ def pruned_as_worst(trials: list[Any], maximize: bool) -> list[Any]:
     continued = superseded(trials)
 
     def bad(t: Any) -> bool:
-        return (t.state == TrialState.PRUNED and bool(t.intermediate_values) and t.number not in continued
+        replaced = "exploited_at" in t.user_attrs and "pbt_parent" not in t.user_attrs  # its own params lost
+        return (t.state == TrialState.PRUNED and bool(t.intermediate_values) and (t.number not in continued or replaced)
                 and all(t.distributions.get(name) == d for name, d in shared.items()))  # fmt: skip
 
     return [_complete_at(t, worst) if bad(t) else t for t in trials]

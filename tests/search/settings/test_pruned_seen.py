@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
@@ -88,6 +90,20 @@ def test_an_attempt_that_goes_on_and_a_pruned_trial_missing_a_shared_parameter_s
     other = optuna.trial.create_trial(params={"z": 0.5}, distributions={"z": FloatDistribution(0.0, 1.0)},
                                       state=TrialState.PRUNED, intermediate_values={1: 1.0})  # fmt: skip
     assert pruned_as_worst([*study.trials[:3], other], maximize=False)[3] is other
+
+
+def test_an_attempt_pbt_replaced_reads_as_the_worst_unless_it_was_a_copy_itself():
+    study = _study()  # trial 3: pruned at a low value
+    continued = [*study.trials[:3]]
+    for number, attrs in ((3, {"exploited_at": 2}), (4, {"exploited_at": 2, "pbt_parent": 0, "pbt_epoch": 2})):
+        replaced = copy.copy(study.trials[3])
+        replaced.number, replaced.user_attrs = number, attrs
+        continued.append(replaced)
+    continuation = optuna.trial.create_trial(params={"x": 0.9}, distributions=SPACE, value=0.5,
+                                             system_attrs={"retry_history": [3, 4]})  # fmt: skip
+    seen = pruned_as_worst([*continued, continuation], maximize=False)
+    assert seen[3].state == TrialState.COMPLETE and seen[3].value == max(t.value for t in study.trials[:3])
+    assert seen[4].state == TrialState.PRUNED  # trained from trial 0's weights: its value is not its params'
 
 
 def test_gp_in_a_conditional_space_where_trials_were_pruned_before_any_completed():
