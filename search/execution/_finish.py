@@ -26,20 +26,20 @@ if TYPE_CHECKING:
     from search.tracking import RunLogger
 
 log = logging.getLogger(__name__)
+Steps = dict[int, float]
 
 
-def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> list[dict[str, float]]:
-    """The metric of every epoch: a resumed attempt's trial carries the reports before its checkpoint,
-    and those an attempt before trained (they are in the checkpoint) but did not store are reported here."""
+def _curve(ctx: WorkerContext, trial: optuna.trial.Trial, result: Any) -> tuple[list[dict[str, float]], Steps]:
+    """The metric of every epoch, and the epochs to store with the tell: a resumed attempt's trial
+    carries the reports before its checkpoint, but not those an attempt before trained (they are in
+    the checkpoint's curve) and did not store."""
     if not result.resumed_from_epoch:
-        return list(result.history)
-    storage, tid, metric = ctx.coordinator.storage, trial_id(trial), ctx.record.metric
-    reported = dict(retrying(lambda: storage.get_trial(tid), f"reading trial {trial.number}").intermediate_values)
-    kept = result.resumed_curve or {result.resumed_from_epoch: result.resumed_metrics}
-    for epoch, value in sorted((e, m[metric]) for e, m in kept.items() if e not in reported and metric in m):
-        retrying(lambda: storage.set_trial_intermediate_value(tid, epoch, value), f"reporting epoch {epoch}")  # noqa: B023
-        reported[epoch] = value
-    return [*result.history, *({metric: v} for v in reported.values())]
+        return list(result.history), {}
+    tid, metric = trial_id(trial), ctx.record.metric
+    storage = ctx.coordinator.storage
+    reported = retrying(lambda: storage.get_trial(tid), f"reading trial {trial.number}").intermediate_values
+    missing = {e: m[metric] for e, m in result.resumed_curve.items() if e not in reported and metric in m}
+    return [*result.history, *({metric: v} for v in (reported | missing).values())], missing
 
 
 def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, result: Any, hook: PruningHook,
@@ -53,7 +53,7 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     # Population-based training: "pruned" is replaced; its continuation is queued before the tell.
     replaced = pruned and exploiting_spec(ctx.optuna_study.pruner) is not None
     replaced = replaced and replace_trial(ctx, trial, int(hook.pruned_epoch or 0)) is not None
-    curve = _curve(ctx, trial, result)  # a resumed attempt reports its checkpoint's epoch if missing, pruned too
+    curve, missing = _curve(ctx, trial, result)  # a resumed attempt's epochs its checkpoint has, pruned too
     best = None if pruned else best_value(curve, ctx.record.metric, ctx.record.direction)
     # The objectives' and constraints' values (deployment metrics included): before the run is finished.
     final = final_metrics(result.history or [result.resumed_metrics]) | dict(deployment or {})
@@ -93,8 +93,8 @@ def finish_ok(ctx: WorkerContext, trial: optuna.trial.Trial, run: RunLogger, res
     if getattr(result, "mutations", None):  # what a replaced trial's continuation changed, and when
         attrs["mutations"] = [m.to_dict() for m in result.mutations]
     attrs |= speed_attrs(result.history) | ({"final_metrics": final} if final else {}) | scores
-    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs, steps=hook.unstored,
-          system=constraints)  # fmt: skip
+    _tell(ctx, trial, TrialState.PRUNED if pruned else TrialState.COMPLETE, value, attrs=attrs,
+          steps=missing | hook.unstored, system=constraints)  # fmt: skip
     return TrialOutcome(trial.number, state, value[0] if isinstance(value, list) else value, result.fit_seconds, wall)
 
 
