@@ -234,7 +234,10 @@ def test_checkpoint_every_saves_short_epochs_by_time_and_always_the_last(tmp_pat
     assert sorted(ends) == list(range(1, 17))
     saved = sorted(int(p.stem.removeprefix("epoch-")) for p in tmp_path.glob("epoch-*.pt"))
     assert (saved[-1] == 16) if last else (saved[-1] <= 16), saved
-    assert 2 <= len(saved) < 16, saved
+    # A save after epoch e needs its wall time since the last save plus epoch e's own >= 0.25 s, so each
+    # of epochs 2-15 saved took 0.125 s or more. Under heavy load epochs can: then all may be saved.
+    stretched = ends[15] - ends[1] >= 14 * 0.125
+    assert len(saved) >= 2 and (stretched or len(saved) < 16), (saved, ends[15] - ends[1])
     assert not (tmp_path / "best.pt").exists() and result.best_checkpoint is None
     took = {h["epoch"]: h["epoch_seconds"] for h in result.history}
     for epoch in range(1, 17):  # a kill at the end of `epoch` loses the training since the last save before it
