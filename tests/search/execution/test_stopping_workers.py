@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,8 +37,9 @@ def test_ctrl_c_leaves_nothing_running_and_the_same_command_resumes(pg_url, tmp_
     finally:
         stop(start)
     interrupted = [t for t in watch.trials() if t.state.name == "FAIL"]
-    assert interrupted and all(t.user_attrs["fail_reason"] == "interrupted" for t in interrupted)
-    assert [t.number for t in watch.trials() if t.state.name == "RUNNING"] == []
+    seen = _seen(watch.trials(), tmp_path / "start.log")
+    assert interrupted and all(t.user_attrs.get("fail_reason") == "interrupted" for t in interrupted), seen
+    assert [t.number for t in watch.trials() if t.state.name == "RUNNING"] == [], seen
     again = cli(*args, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     trials = watch.trials()
@@ -82,10 +84,11 @@ def test_sigterm_stops_search_start_and_every_process_it_started(pg_url, tmp_pat
                 proc.kill()
     assert "interrupted: running trials were stopped" in (tmp_path / "start.log").read_text()
     trials = watch.trials()
-    assert [t.number for t in trials if t.state.name == "RUNNING"] == []
+    seen = _seen(trials, tmp_path / "start.log")
+    assert [t.number for t in trials if t.state.name == "RUNNING"] == [], seen
     interrupted = [t for t in trials if t.state.name == "FAIL"]
-    assert interrupted and all(t.user_attrs["fail_reason"] == "interrupted" for t in interrupted)
-    assert [t for t in trials if t.state.name == "WAITING"], "the stopped trials' retries were not queued"
+    assert interrupted and all(t.user_attrs.get("fail_reason") == "interrupted" for t in interrupted), seen
+    assert [t for t in trials if t.state.name == "WAITING"], f"the stopped trials' retries were not queued\n{seen}"
     if signum == signal.SIGTERM:  # the same command resumes and spends the budget exactly
         again = cli(*args, cwd=tmp_path, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -139,3 +142,10 @@ def test_local_workers_that_keep_dying_end_search_start_with_a_fault_not_bad_inp
     assert "no worker trains the study" in errors[0] and "Traceback" not in proc.stderr
     assert proc.stderr.count("starting a fresh one") == 3, proc.stderr
     assert "not starting it again" in proc.stderr
+
+
+def _seen(trials: list[Any], log: Path) -> str:
+    """What a failed assertion shows: each trial's state, reason and epochs, then `search start`'s log."""
+    rows = [f"trial {t.number} {t.state.name} {t.user_attrs.get('fail_reason')!r} epochs "
+            f"{sorted(t.intermediate_values)} worker {t.user_attrs.get('worker')}" for t in trials]  # fmt: skip
+    return "\n".join([*rows, log.read_text() if log.exists() else "(no log)"])
